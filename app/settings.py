@@ -1,0 +1,86 @@
+"""Every limit, default and toggle of irscope, in one table.
+
+Each setting can be given as an environment variable IRSCOPE_<NAME upper-cased>, or in the
+`config` mapping passed to create_app. The README's settings section is generated from this
+table (tests/test_settings.py fails when the two disagree).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "IRSCOPE_" + self.name.upper()
+
+    def parse(self, raw: Any) -> Any:
+        if isinstance(self.default, bool):
+            return raw if isinstance(raw, bool) else str(raw).lower() in ("1", "true", "yes", "on")
+        if isinstance(self.default, int):
+            return int(raw)
+        if isinstance(self.default, float):
+            return float(raw)
+        return str(raw)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("data_dir", "./var", "Where the database and the per-job scratch directories live."),
+    Setting("database_url", "", "SQLAlchemy URL of the store; empty means SQLite at DATA_DIR/irscope.db."),
+    Setting("languages", "pytorch,triton,hlo,stablehlo,jax",
+            "Comma-separated languages this server offers (`fake` is the test pipeline)."),
+    Setting("workers", 2, "Jobs run at the same time, each in its own sandboxed process."),
+    Setting("sandbox", "bwrap", "`bwrap` runs every job under bubblewrap; `none` runs jobs unsandboxed "
+                                "(only with `irscope serve --insecure-no-sandbox`)."),
+    Setting("wall_time_limit_s", 300, "Wall-clock seconds a job may take before it is stopped."),
+    Setting("cpu_time_limit_s", 600, "CPU seconds the worker process may use (RLIMIT_CPU)."),
+    Setting("memory_limit_mb", 6144, "Address space of each process in the sandbox, in MiB (RLIMIT_AS)."),
+    Setting("process_limit", 128, "Processes and threads a job may have at once (a pids cgroup)."),
+    Setting("file_size_limit_mb", 256, "Largest file a job may write, in MiB (RLIMIT_FSIZE)."),
+    Setting("tmp_size_mb", 2048, "Size of the job's private /tmp (a tmpfs), in MiB."),
+    Setting("output_limit_kb", 1024, "Captured program output and worker log kept per job, in KiB."),
+    Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
+    Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
+                                   "from the store instead of compiling again."),
+    Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
+    Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
+)
+
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Resolve every setting: overrides, then the environment, then the default."""
+    environ = os.environ if environ is None else environ
+    overrides = overrides or {}
+    unknown = sorted(set(overrides) - set(BY_NAME))
+    if unknown:
+        raise KeyError(f"unknown setting {unknown[0]!r}")
+    values = {}
+    for s in SETTINGS:
+        if s.name in overrides:
+            values[s.name] = s.parse(overrides[s.name])
+        elif s.env in environ:
+            values[s.name] = s.parse(environ[s.env])
+        else:
+            values[s.name] = s.default
+    values["data_dir"] = os.path.abspath(values["data_dir"])
+    if not values["database_url"]:
+        values["database_url"] = "sqlite:///" + os.path.join(values["data_dir"], "irscope.db")
+    return values
+
+
+def markdown_table() -> str:
+    """The settings as the README shows them."""
+    rows = ["| setting | environment variable | default | what it does |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        default = str(s.default).lower() if isinstance(s.default, bool) else (s.default if s.default != "" else '""')
+        rows.append(f"| `{s.name}` | `{s.env}` | `{default}` | {s.help} |")
+    return "\n".join(rows)

@@ -1,0 +1,1 @@
+"""irscope's compiler side: job model, pipelines, sandbox, worker, store and runner."""

@@ -1,0 +1,1 @@
+"""Parsers of what the compilers write (traces, pass dumps, dump directories): pure text -> records."""

@@ -1,0 +1,150 @@
+"""Source maps for PyTorch artifacts, read from the annotations PyTorch itself writes into them.
+
+- FX graph code (Dynamo's output graph, AOT graphs, post-grad graphs) carries a
+  `# File: <path>:<line> in <fn>, code: ...` comment above the nodes each user line produced.
+- Inductor's output code names the FX nodes a kernel or call implements:
+  `# Topologically Sorted Source Nodes: [y, relu, add], Original ATen: [...]` above each call in the
+  wrapper, and the same comment at the head of each kernel's definition.
+Node names connect the two. Pure functions over text.
+"""
+from __future__ import annotations
+
+import re
+
+_FILE_COMMENT = re.compile(r"#\s*File:\s*(?P<path>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code:")
+_NODE_DEF = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?::\s*\"[^\"]*\")?\s*=")
+_SOURCE_NODES = re.compile(r"#\s*(?:Topologically Sorted )?Source Nodes:\s*\[(?P<nodes>[^\]]*)\]")
+_KERNEL_START = re.compile(r"^(?P<name>\w+)\s*=\s*async_compile\.\w+\(")
+
+
+def _is_user_path(path: str, user_paths: tuple[str, ...]) -> bool:
+    return any(path == p or path.endswith("/" + p.lstrip("/")) or p.endswith("/" + path) for p in user_paths)
+
+
+def fx_code_map(text: str, user_paths: tuple[str, ...]) -> tuple[list[list[int]], dict[str, set[int]]]:
+    """(artifact line -> user line pairs, node name -> user lines) for FX graph code.
+
+    A `# File:` comment naming the user's file opens a block; the block's lines (until a blank
+    line or the next comment) map to that user line. Frames in other files (torch's own modules)
+    close the block: those nodes belong to the user line of the enclosing call, which PyTorch
+    prints as a separate, earlier comment when it is in the user's file.
+    """
+    pairs: list[list[int]] = []
+    nodes: dict[str, set[int]] = {}
+    current: int | None = None
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.strip()
+        match = _FILE_COMMENT.search(line)
+        if match:
+            current = int(match.group("line")) if _is_user_path(match.group("path"), user_paths) else None
+            if current is not None:
+                pairs.append([number, current])
+            continue
+        if not stripped:
+            current = None
+            continue
+        if current is None:
+            continue
+        pairs.append([number, current])
+        node = _NODE_DEF.match(line)
+        if node:
+            nodes.setdefault(node.group("name"), set()).add(current)
+    return pairs, nodes
+
+
+def merge_node_lines(*maps: dict[str, set[int]]) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for m in maps:
+        for name, lines in m.items():
+            out.setdefault(name, set()).update(lines)
+    return out
+
+
+_TRACE_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+
+
+def kernel_lines_from_provenance(stack_traces: dict[str, list[str]], user_paths: tuple[str, ...]) -> dict[str, set[int]]:
+    """Kernel name -> user lines, from Inductor's `inductor_provenance_tracking_kernel_stack_traces`
+    artifact (keys are "kernel_name:debug_handle"; values are Python stack-trace texts)."""
+    out: dict[str, set[int]] = {}
+    for handle, traces in stack_traces.items():
+        name = handle.rsplit(":", 1)[0]
+        for trace in traces:
+            for frame in _TRACE_FRAME.finditer(trace):
+                if _is_user_path(frame.group("path"), user_paths):
+                    out.setdefault(name, set()).add(int(frame.group("line")))
+    return out
+
+
+def output_code_map(text: str, node_lines: dict[str, set[int]],
+                    kernels: dict[str, set[int]] | None = None) -> list[list[int]]:
+    """Pairs for Inductor's output code: each `Source Nodes` comment and the statement under it in
+    the wrapper; every line of a kernel's definition and each launch of it, from `kernels` (the
+    provenance data) or else from the Source Nodes comment heading the definition."""
+    pairs: list[list[int]] = []
+    lines = text.split("\n")
+    kernel_lines: dict[str, list[int]] = {name: sorted(ls) for name, ls in (kernels or {}).items()}
+    pending: list[int] = []  # user lines of the last Source Nodes comment, waiting for its statement
+    in_kernel: str | None = None
+    for number, line in enumerate(lines, start=1):
+        match = _SOURCE_NODES.search(line)
+        if match:
+            names = [n.strip() for n in match.group("nodes").split(",") if n.strip()]
+            pending = sorted({ln for n in names for ln in node_lines.get(n, ())})
+            pairs.extend([number, ln] for ln in pending)
+            continue
+        kernel = _KERNEL_START.match(line)
+        if kernel:
+            in_kernel = kernel.group("name")
+            kernel_lines[in_kernel] = sorted(set(kernel_lines.get(in_kernel, [])) | set(pending))
+            pending = []
+        if in_kernel is not None:
+            pairs.extend([number, ln] for ln in kernel_lines[in_kernel])
+            if line.rstrip().endswith("''')") or line.rstrip().endswith('""")'):
+                in_kernel = None
+            continue
+        stripped = line.strip()
+        if pending and stripped and not stripped.startswith("#"):
+            pairs.extend([number, ln] for ln in pending)
+            pending = []
+            continue
+        call = re.match(r"\s*(?:# \[Provenance debug handles\] )?([\w.]+?)(?:\.run)?(?:\(|:\d+$)", line)
+        if call and call.group(1) in kernel_lines:
+            pairs.extend([number, ln] for ln in kernel_lines[call.group(1)])
+    return pairs
+
+
+def kernel_blocks(text: str) -> dict[str, tuple[int, int]]:
+    """Kernel name -> (first, last) 1-based line of its definition in the output code."""
+    blocks: dict[str, tuple[int, int]] = {}
+    start: tuple[str, int] | None = None
+    for number, line in enumerate(text.split("\n"), start=1):
+        kernel = _KERNEL_START.match(line)
+        if kernel and start is None:
+            start = (kernel.group("name"), number)
+        if start and (line.rstrip().endswith("''')") or line.rstrip().endswith('""")')):
+            blocks[start[0]] = (start[1], number)
+            start = None
+    return blocks
+
+
+_BREAK_AT = re.compile(r"Graph break in user code at (?P<path>.+?):(?P<line>\d+)")
+_TRAILING = re.compile(r"#\s*(?P<code>.*?)\s*#\s*(?P<path>\S+?):(?P<line>\d+) in \S+\s*$")
+
+
+def graph_break_line(reason: str, user_paths: tuple[str, ...]) -> int | None:
+    """The user line a `dynamo_graph_break_reason` names ("Graph break in user code at f.py:8")."""
+    match = _BREAK_AT.search(reason)
+    if match and _is_user_path(match.group("path"), user_paths):
+        return int(match.group("line"))
+    return None
+
+
+def trailing_location_map(text: str, user_paths: tuple[str, ...]) -> list[list[int]]:
+    """Pairs for texts whose lines end with "# code  # file.py:LINE in fn" (Dynamo's guards)."""
+    pairs = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        match = _TRAILING.search(line)
+        if match and _is_user_path(match.group("path"), user_paths):
+            pairs.append([number, int(match.group("line"))])
+    return pairs

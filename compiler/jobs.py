@@ -1,0 +1,111 @@
+"""Turning a request into a job: validate, canonicalise, key, look up the store, enqueue.
+
+This is the only module the web layer calls to start work; it never imports a compiler.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from compiler import pipelines
+from compiler.model import DETERMINISTIC_ERROR_KINDS, Request
+from compiler.pipelines.base import OptionError
+from compiler.runner import Runner
+from compiler.store import Job, Store
+
+_ALPHABET = "23456789abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ"  # no 0/O, 1/l/I
+
+
+class RequestError(ValueError):
+    """A request that cannot become a job (bad JSON shape, unknown language or option)."""
+
+
+@dataclass(frozen=True)
+class JobsConfig:
+    languages: tuple[str, ...]
+    max_source_bytes: int
+    reuse_results: bool = True
+
+
+def _short_id(digest_hex: str, length: int) -> str:
+    number = int(digest_hex, 16)
+    chars = []
+    for _ in range(length):
+        number, rest = divmod(number, len(_ALPHABET))
+        chars.append(_ALPHABET[rest])
+    return "".join(chars)
+
+
+def toolchain(language: str) -> dict[str, str]:
+    """Versions of what compiles `language`, read from package metadata (no compiler import)."""
+    pipeline = pipelines.get(language)
+    versions = {"irscope": _version("irscope")}
+    for package in pipeline.toolchain_packages:
+        versions[package] = _version(package)
+    return versions
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+class Jobs:
+    def __init__(self, store: Store, runner: Runner, config: JobsConfig):
+        self.store = store
+        self.runner = runner
+        self.config = config
+
+    def parse(self, payload: Any) -> Request:
+        """A validated Request (options normalised) from the JSON body of POST /api/compile."""
+        if not isinstance(payload, dict):
+            raise RequestError("the body must be a JSON object with language, source and options")
+        language = payload.get("language")
+        source = payload.get("source")
+        options = payload.get("options") or {}
+        if language not in self.config.languages:
+            raise RequestError(f"unknown language {language!r}; this server compiles: "
+                               f"{', '.join(self.config.languages)}")
+        if not isinstance(source, str):
+            raise RequestError("source must be a string")
+        if len(source.encode("utf-8")) > self.config.max_source_bytes:
+            raise RequestError(f"source is {len(source.encode('utf-8'))} bytes; the limit is "
+                               f"{self.config.max_source_bytes} (setting max_source_kb)")
+        if not isinstance(options, dict):
+            raise RequestError("options must be a JSON object")
+        try:
+            normalised = pipelines.get(language).normalise_options(options)
+        except OptionError as e:
+            raise RequestError(str(e)) from None
+        return Request(language=language, source=source.replace("\r\n", "\n"), options=normalised)
+
+    def submit(self, request: Request) -> tuple[Job, bool]:
+        """The job answering `request` and whether it was already known (cached or in flight)."""
+        tools = toolchain(request.language)
+        key = request.cache_key(tools)
+        if self.config.reuse_results:
+            known = self.store.find_reusable(key, DETERMINISTIC_ERROR_KINDS)
+            if known is not None:
+                return known, True
+        job = self.store.create_job(secrets.token_hex(6), key, request, tools)
+        self.runner.submit(job)
+        return job, False
+
+    def resume_unfinished(self) -> int:
+        """Re-enqueue jobs a previous server process left queued or running."""
+        ids = self.store.unfinished_jobs()
+        for job_id in ids:
+            job = self.store.get_job(job_id)
+            if job is not None:
+                self.runner.submit(job)
+        return len(ids)
+
+    def shortlink(self, job: Job, length: int = 8) -> str:
+        """The permalink id for a job: derived from its request, so the same source and options
+        always give the same link; the first job stored under an id stays its answer."""
+        link_id = _short_id(job.request.digest(), length)
+        return self.store.create_shortlink(link_id, job.id)

@@ -1,0 +1,43 @@
+"""The pipeline registry: language key -> pipeline class.
+
+Modules are named here and imported on first use, so listing languages costs no compiler import.
+"""
+from __future__ import annotations
+
+import importlib
+
+from compiler.pipelines.base import Pipeline
+
+# key -> "module:Class". One line per language; a key appears once.
+_TABLE: dict[str, str] = {}
+_LOADED: dict[str, Pipeline] = {}
+
+
+def register(key: str, target: str) -> None:
+    """Add a pipeline under `key`. A key registered twice is a programming error."""
+    if key in _TABLE:
+        raise ValueError(f"pipeline {key!r} is already registered ({_TABLE[key]})")
+    if ":" not in target:
+        raise ValueError(f"pipeline target must be 'module:Class', not {target!r}")
+    _TABLE[key] = target
+
+
+def keys() -> list[str]:
+    return list(_TABLE)
+
+
+def get(key: str) -> Pipeline:
+    """The pipeline for `key`; an unknown key is a KeyError naming the known ones."""
+    if key not in _TABLE:
+        raise KeyError(f"unknown language {key!r}; known: {', '.join(_TABLE)}")
+    if key not in _LOADED:
+        module, name = _TABLE[key].split(":")
+        pipeline = getattr(importlib.import_module(module), name)()
+        if pipeline.key != key:
+            raise ValueError(f"{_TABLE[key]} declares key {pipeline.key!r}, registered as {key!r}")
+        _LOADED[key] = pipeline
+    return _LOADED[key]
+
+
+register("pytorch", "compiler.pipelines.pytorch:PyTorchPipeline")
+register("fake", "compiler.pipelines.fake:FakePipeline")

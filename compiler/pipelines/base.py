@@ -1,0 +1,175 @@
+"""What every pipeline is: a key, an option schema, and `run(request, bundle)`.
+
+Pipeline modules are imported by the web process too (for their option schemas), so they must not
+import torch, triton or jax at module level: they import them inside `run`, which only ever
+executes in the sandboxed worker.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from compiler.model import JobError, Manifest, Request, Stage
+
+
+class OptionError(ValueError):
+    """An option the pipeline does not know, or a value it does not accept."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One entry of a pipeline's option schema."""
+
+    name: str
+    kind: str  # "bool", "int", "str", "choice", "dict"
+    default: Any
+    help: str
+    choices: tuple[Any, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    validate_value: Callable[[Any], Any] | None = None  # extra check for dicts (config keys, ...)
+
+    def coerce(self, value: Any) -> Any:
+        name = self.name
+        if self.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+                return value.lower() in ("true", "1", "yes")
+            raise OptionError(f"option {name!r} takes true or false, not {value!r}")
+        if self.kind == "int":
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                raise OptionError(f"option {name!r} takes an integer, not {value!r}") from None
+            if isinstance(value, bool) or (isinstance(value, float) and value != number):
+                raise OptionError(f"option {name!r} takes an integer, not {value!r}")
+            if self.minimum is not None and number < self.minimum:
+                raise OptionError(f"option {name!r} must be at least {self.minimum}, not {number}")
+            if self.maximum is not None and number > self.maximum:
+                raise OptionError(f"option {name!r} must be at most {self.maximum}, not {number}")
+            return number
+        if self.kind == "choice":
+            # JSON and command lines spell booleans differently; accept both for choices like dynamic.
+            for choice in self.choices:
+                if value == choice or (isinstance(value, str) and value.lower() == str(choice).lower()):
+                    return choice
+            allowed = ", ".join(json.dumps(c) for c in self.choices)
+            raise OptionError(f"option {name!r} must be one of {allowed}, not {json.dumps(value)}")
+        if self.kind == "str":
+            if not isinstance(value, str):
+                raise OptionError(f"option {name!r} takes a string, not {value!r}")
+            return value
+        if self.kind == "dict":
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value) if value.strip() else {}
+                except json.JSONDecodeError as e:
+                    raise OptionError(f"option {name!r} takes a JSON object: {e}") from None
+            if not isinstance(value, dict):
+                raise OptionError(f"option {name!r} takes an object, not {value!r}")
+            return self.validate_value(value) if self.validate_value else value
+        raise AssertionError(f"unknown option kind {self.kind}")
+
+
+class Pipeline:
+    """A compiler pipeline. Subclasses set `key`, `title`, `options`, `editor_mode`, `example` and
+    implement `run`. `toolchain_packages` names the distributions whose versions key the cache."""
+
+    key: str = ""
+    title: str = ""
+    options: tuple[Option, ...] = ()
+    toolchain_packages: tuple[str, ...] = ()
+    editor_mode: str = "python"
+    example: str = ""
+
+    def normalise_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Validated options with defaults filled in; unknown names are an OptionError."""
+        schema = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(schema))
+        if unknown:
+            known = ", ".join(sorted(schema)) or "none"
+            raise OptionError(f"unknown option {unknown[0]!r} for {self.key}; known options: {known}")
+        return {name: (o.coerce(options[name]) if name in options else o.default) for name, o in schema.items()}
+
+    def environment(self, request: Request, workdir: str) -> dict[str, str]:
+        """Variables the worker sets before `run` (and so before the compiler is imported):
+        TORCH_TRACE, XLA_FLAGS and the like. `workdir` is the job's private scratch directory."""
+        return {}
+
+    def run(self, request: Request, bundle: "Bundle") -> None:
+        """Compile `request` (options already normalised) and write every stage into `bundle`.
+        Raise UserError for failures the input caused."""
+        raise NotImplementedError
+
+
+class UserError(Exception):
+    """A failure the user's input caused; carries the error kind and the user's line."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None):
+        super().__init__(message)
+        self.error = JobError(kind=kind, message=message, line=line)
+        self.output = ""  # what the program printed before it failed
+
+
+class Bundle:
+    """The worker's side of a result bundle: a directory holding manifest.json and one file per
+    stage. The manifest is rewritten (atomically) after every stage so the runner can show stages
+    while the job is still running."""
+
+    def __init__(self, directory: str, toolchain: dict[str, str] | None = None):
+        self.directory = directory
+        self.manifest = Manifest(status="running", toolchain=dict(toolchain or {}))
+        self._keys: set[str] = set()
+        os.makedirs(directory, exist_ok=True)
+        self.flush()
+
+    def add(self, key: str, title: str, group: str, fmt: str, text: str,
+            source_map: list[list[int]] | None = None, meta: dict[str, Any] | None = None) -> Stage:
+        """Write one stage. Keys are unique within a job; a repeated key is a pipeline bug."""
+        if key in self._keys:
+            raise ValueError(f"stage {key!r} written twice")
+        self._keys.add(key)
+        file = f"{len(self._keys):04d}.txt"
+        with open(os.path.join(self.directory, file), "w", encoding="utf-8") as f:
+            f.write(text)
+        stage = Stage(key=key, title=title, group=group, format=fmt, size=len(text.encode("utf-8")), file=file,
+                      source_map=[list(p) for p in (source_map or [])], meta=dict(meta or {}))
+        self.manifest.stages.append(stage)
+        self.flush()
+        return stage
+
+    def has(self, key: str) -> bool:
+        return key in self._keys
+
+    def progress(self, text: str) -> None:
+        self.manifest.progress = text
+        self.flush()
+
+    def timing(self, name: str, value: Any) -> None:
+        self.manifest.timings[name] = value
+        self.flush()
+
+    def finish(self, error: JobError | None = None) -> None:
+        self.manifest.status = "failed" if error else "done"
+        self.manifest.error = error
+        self.manifest.progress = ""
+        self.flush()
+
+    def flush(self) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".manifest", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(self.manifest.to_json(), f)
+        os.replace(tmp, os.path.join(self.directory, "manifest.json"))
+
+
+def read_manifest(directory: str) -> Manifest | None:
+    """The runner's side: the manifest as last flushed, or None if there is none (yet)."""
+    try:
+        with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:
+            return Manifest.from_json(json.load(f))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

@@ -1,0 +1,40 @@
+"""A pipeline for tests: runs the source as Python (so sandbox limits can be exercised without the
+seconds a torch import costs) and derives two stages from the text.
+
+It is registered like any other pipeline but only offered when the `languages` setting names it.
+"""
+from __future__ import annotations
+
+import time
+
+from compiler.model import Request
+from compiler.pipelines.base import Bundle, Option, Pipeline
+from compiler.pipelines.user_code import run_source, write_user_file
+
+
+class FakePipeline(Pipeline):
+    key = "fake"
+    title = "Fake (tests)"
+    editor_mode = "python"
+    example = 'print("hello")\nx = 1 + 1\n'
+    options = (
+        Option("shout", "bool", False, "Uppercase the fake.lines stage."),
+        Option("stage_delay_s", "int", 0, "Seconds to wait between stages (to watch progress).", minimum=0, maximum=30),
+    )
+
+    def run(self, request: Request, bundle: Bundle) -> None:
+        source = request.source
+        lines = source.split("\n")
+        bundle.add("source", "Source", "Source", "python", source,
+                   source_map=[[n, n] for n in range(1, len(lines) + 1)])
+        bundle.progress("running the source")
+        path = write_user_file(source, "fake_input.py")
+        namespace, stdout = run_source(bundle, path)
+        bundle.add("run.stdout", "Program output", "Run", "text", stdout)
+        time.sleep(request.options.get("stage_delay_s", 0))
+        text = source.upper() if request.options.get("shout") else source
+        numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(lines, start=1))
+        bundle.add("fake.lines", "Numbered lines", "Fake", "text", text if request.options.get("shout") else numbered,
+                   source_map=[[n, n] for n in range(1, len(lines) + 1)])
+        names = sorted(k for k in namespace if not k.startswith("__"))
+        bundle.add("fake.names", "Names defined", "Fake", "text", "\n".join(names))

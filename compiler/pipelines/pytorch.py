@@ -1,0 +1,330 @@
+"""PyTorch: `torch.compile(model)(*example_inputs)` exactly as the user's code would run it, with
+every stage captured from PyTorch's own structured trace (TORCH_TRACE).
+
+The source defines `model` (an nn.Module or a function) and `example_inputs` (a tuple, or a
+function returning one). Grad mode, dtypes and module mode are left as the source leaves them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from compiler.capture import torch_source_map, torch_trace
+from compiler.model import Request
+from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
+from compiler.pipelines.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
+    write_user_file
+
+USER_FILE = "model.py"
+
+EXAMPLE = '''import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim=64):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        h = self.norm(x)
+        h = torch.nn.functional.gelu(self.fc1(h))
+        return x + self.fc2(h)
+
+
+model = Block()
+example_inputs = (torch.randn(8, 64),)
+'''
+
+# Trace entry kind (or artifact name) -> (stage key prefix, title, group). Order is page order.
+_GRAPH_STAGES = (
+    ("dynamo_output_graph", "dynamo.fx_graph", "Dynamo FX graph", "Dynamo"),
+    ("aot_joint_graph", "aot.joint_graph", "Joint graph", "AOTAutograd"),
+    ("aot_forward_graph", "aot.forward_graph", "Forward graph", "AOTAutograd"),
+    ("aot_inference_graph", "aot.forward_graph", "Inference graph", "AOTAutograd"),
+    ("aot_backward_graph", "aot.backward_graph", "Backward graph", "AOTAutograd"),
+    ("after_pre_grad_graph", "inductor.pre_grad_graph", "Pre-grad graph", "Inductor"),
+    ("inductor_post_grad_graph", "inductor.post_grad_graph", "Post-grad graph", "Inductor"),
+)
+
+# Compile phases: PyTorch's own dynamo_timed event names, summed per phase.
+_PHASES = (
+    ("dynamo_tracing", ("bytecode_tracing",)),
+    ("aot_autograd", ("aot_collect_metadata", "aot_trace_joint_graph", "aot_trace_inference_graph",
+                      "min_cut_rematerialization_partition")),
+    ("inductor_lowering", ("GraphLowering.run",)),
+    ("scheduling_codegen", ("GraphLowering.codegen",)),
+    ("kernel_compile", ("PyCodeCache.load_by_key_path", "async_compile.wait")),
+    ("total", ("entire_frame_compile",)),
+)
+
+
+_PROVENANCE_NOTE = ("irscope compiles with torch._inductor.config.trace.provenance_tracking_level = 1 so that "
+                    "kernels link to your lines; it adds only the '# [Provenance debug handles]' comments.")
+
+
+def _validate_inductor_config(value: dict[str, Any]) -> dict[str, Any]:
+    # Keys are checked against torch._inductor.config in the worker (the web process has no torch);
+    # here only the shape is checked.
+    for key in value:
+        if not isinstance(key, str) or not key.replace(".", "_").replace("_", "a").isalnum():
+            raise OptionError(f"inductor_config key {key!r} is not a config name")
+    return value
+
+
+class PyTorchPipeline(Pipeline):
+    key = "pytorch"
+    title = "PyTorch (torch.compile)"
+    editor_mode = "python"
+    example = EXAMPLE
+    toolchain_packages = ("torch", "triton")
+    options = (
+        Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
+        Option("mode", "choice", "default", "torch.compile mode.",
+               choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
+        Option("dynamic", "choice", "auto", "Dynamic shapes: true, false, or auto (PyTorch's default: None).",
+               choices=("auto", True, False)),
+        Option("fullgraph", "bool", False, "Fail on the first graph break instead of splitting the graph."),
+        Option("training", "bool", False, "Also run backward (loss = sum of the outputs), so AOTAutograd "
+                                          "builds and Inductor compiles the backward graph."),
+        Option("inductor_config", "dict", {}, "torch._inductor.config overrides, e.g. {\"max_autotune\": true}; "
+                                              "an unknown key is an error.",
+               validate_value=_validate_inductor_config),
+    )
+
+    def environment(self, request: Request, workdir: str) -> dict[str, str]:
+        # TORCH_TRACE is read when torch is imported, so it is set before run() imports torch.
+        return {
+            "TORCH_TRACE": os.path.join(workdir, "trace"),
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(workdir, "inductor-cache"),
+            "TRITON_CACHE_DIR": os.path.join(workdir, "triton-cache"),
+            # One compile process: no pool to start in the sandbox, same generated code.
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        }
+
+    def run(self, request: Request, bundle: Bundle) -> None:
+        options = request.options
+        bundle.add("source", "Source", "Source", "python", request.source,
+                   source_map=[[n, n] for n in range(1, request.source.count("\n") + 2)])
+        path = write_user_file(request.source, USER_FILE)
+        bundle.progress("importing torch")
+        started = time.perf_counter()
+        import torch
+        import torch._inductor.config as inductor_config
+        import_s = time.perf_counter() - started
+        # Provenance tracking links each kernel to the user's lines; it only adds
+        # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
+        inductor_config.trace.provenance_tracking_level = 1
+        for key, value in options["inductor_config"].items():
+            _set_config(inductor_config, key, value)
+
+        bundle.progress("running your source")
+        namespace, printed = run_source(bundle, path)
+        model, inputs = _entry_points(namespace, torch)
+        compiled = torch.compile(model, backend=options["backend"],
+                                 mode=None if options["mode"] == "default" else options["mode"],
+                                 dynamic=None if options["dynamic"] == "auto" else options["dynamic"],
+                                 fullgraph=options["fullgraph"])
+        bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)")
+        sink = CappedText(output_limit())
+        error: UserError | None = None
+        started = time.perf_counter()
+        try:
+            with captured_stdout(sink):
+                outputs = compiled(*inputs)
+                if options["training"]:
+                    bundle.progress("running backward (compiles the backward graph)")
+                    _loss(outputs, torch).backward()
+        except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            error = user_error(e, path, _error_kind(e))
+        first_call_s = time.perf_counter() - started
+        bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
+        bundle.progress("reading the structured trace")
+        entries = torch_trace.read_dir(os.environ.get("TORCH_TRACE", ""))
+        _write_trace_stages(bundle, entries, (path, USER_FILE))
+        timings = _compile_timings(entries)
+        timings["import_torch_s"] = round(import_s, 3)
+        timings["first_call_s"] = round(first_call_s, 3)
+        bundle.timing("compile", timings)
+        if error is not None:
+            raise error
+        bundle.progress("timing eager and compiled calls")
+        bundle.timing("run", _measure(model, compiled, inputs, options["training"], torch))
+
+
+def _set_config(config: Any, key: str, value: Any) -> None:
+    """Set torch._inductor.config's `key` (dotted for nested sections such as triton.cudagraphs)."""
+    *sections, name = key.split(".")
+    target = config
+    for section in sections:
+        target = getattr(target, section, None)
+        if target is None:
+            raise UserError("OptionError", f"inductor_config: torch._inductor.config has no section {section!r}")
+    if not hasattr(target, name):
+        raise UserError("OptionError", f"inductor_config: torch._inductor.config has no {key!r}")
+    current = getattr(target, name)
+    if current is not None and value is not None and not isinstance(value, type(current)) \
+            and not (isinstance(current, float) and isinstance(value, int)):
+        raise UserError("OptionError", f"inductor_config[{key!r}] takes a {type(current).__name__} "
+                                       f"(now {current!r}), not {value!r}")
+    setattr(target, name, value)
+
+
+def _entry_points(namespace: dict[str, Any], torch: Any) -> tuple[Any, tuple]:
+    if "model" not in namespace:
+        raise UserError("InputError", "the source must define `model` (an nn.Module or a function)")
+    if "example_inputs" not in namespace:
+        raise UserError("InputError", "the source must define `example_inputs` (a tuple of inputs, "
+                                      "or a function returning one)")
+    model = namespace["model"]
+    if not callable(model):
+        raise UserError("InputError", f"`model` must be an nn.Module or a function, not {type(model).__name__}")
+    inputs = namespace["example_inputs"]
+    if callable(inputs):
+        inputs = inputs()
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if isinstance(inputs, list):
+        inputs = tuple(inputs)
+    if not isinstance(inputs, tuple):
+        raise UserError("InputError", f"`example_inputs` must be a tuple (or a function returning one), "
+                                      f"not {type(inputs).__name__}")
+    return model, inputs
+
+
+def _measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any) -> dict[str, Any]:
+    """Eager vs compiled wall time per call on the host CPU: torch.utils.benchmark after warm-up,
+    median and interquartile range of its blocked measurements; plus the outputs' largest error."""
+    from torch.utils.benchmark import Timer
+
+    def step(fn: Any) -> Any:
+        out = fn(*inputs)
+        if training:
+            _loss(out, torch).backward()
+        return out
+
+    sink = CappedText(0)  # prints inside forward would flood the timing loop's output
+    result: dict[str, Any] = {"where": f"host CPU ({torch.get_num_threads()} threads), torch.utils.benchmark",
+                              "what": "forward + backward" if training else "forward"}
+    with captured_stdout(sink):
+        for name, fn in (("eager", model), ("compiled", compiled)):
+            for _ in range(3):  # warm-up: caches, allocator, lazy backward compile
+                step(fn)
+            m = Timer(stmt="step(fn)", globals={"step": step, "fn": fn}).blocked_autorange(min_run_time=0.5)
+            result[f"{name}_ms"] = round(m.median * 1e3, 4)
+            result[f"{name}_iqr_ms"] = round(m.iqr * 1e3, 4)
+            result[f"{name}_repeats"] = len(m.times)
+            result[f"{name}_calls_per_repeat"] = m.number_per_run
+        result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] else None
+        with torch.no_grad():
+            result["accuracy"] = _accuracy(model(*inputs), compiled(*inputs), torch)
+    return result
+
+
+def _accuracy(expected: Any, actual: Any, torch: Any) -> dict[str, Any]:
+    import torch.utils._pytree as pytree
+    pairs = [(e, a) for e, a in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual))
+             if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and e.is_floating_point()]
+    if not pairs:
+        return {"compared": 0}
+    abs_err = max(float((a.double() - e.double()).abs().max()) for e, a in pairs)
+    rel_err = max(float(((a.double() - e.double()).abs() / e.double().abs().clamp_min(1e-12)).max()) for e, a in pairs)
+    return {"compared": len(pairs), "max_abs_error": abs_err, "max_rel_error": rel_err,
+            "against": "eager, same dtype"}
+
+
+def _loss(outputs: Any, torch: Any) -> Any:
+    import torch.utils._pytree as pytree
+    tensors = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not tensors:
+        raise UserError("InputError", "training: no output requires grad, so there is no backward to compile")
+    return sum(t.sum() for t in tensors)
+
+
+def _error_kind(exc: BaseException) -> str:
+    module = type(exc).__module__ or ""
+    return "CompileError" if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
+        else "UserCodeError"
+
+
+def _qualifier(entry: torch_trace.TraceEntry) -> str:
+    return entry.compile_id or "?"
+
+
+def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> None:
+    """Write the graph and code stages, in compile order, with source maps."""
+    node_lines: dict[str, dict[str, set[int]]] = {}
+    for cid in torch_trace.compile_ids(entries):
+        for_cid = [e for e in entries if e.compile_id == cid]
+        for kind, key, title, group in _GRAPH_STAGES:
+            for i, entry in enumerate(torch_trace.of_kind(for_cid, kind)):
+                pairs, nodes = torch_source_map.fx_code_map(entry.payload, user_paths)
+                node_lines.setdefault(cid, {})
+                node_lines[cid] = torch_source_map.merge_node_lines(node_lines[cid], nodes)
+                stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
+                if not bundle.has(stage_key):
+                    bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs)
+        kernels: dict[str, set[int]] = {}
+        for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_kernel_stack_traces"):
+            try:
+                traces = json.loads(entry.payload)
+            except json.JSONDecodeError:
+                continue
+            for name, lines in torch_source_map.kernel_lines_from_provenance(traces, user_paths).items():
+                kernels.setdefault(name, set()).update(lines)
+        for i, entry in enumerate(torch_trace.of_kind(for_cid, "inductor_output_code")):
+            first = entry.payload.split("\n", 1)[0]
+            suffix = ".backward" if "backward" in first else ("" if i == 0 else f".{i}")
+            pairs = torch_source_map.output_code_map(entry.payload, node_lines.get(cid, {}), kernels)
+            bundle.add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor", "python",
+                       entry.payload, source_map=pairs,
+                       meta={"file": (entry.data or {}).get("filename", ""), "note": _PROVENANCE_NOTE})
+        for entry in torch_trace.of_kind(for_cid, "dynamo_cpp_guards_str"):
+            bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
+                       source_map=torch_source_map.trailing_location_map(entry.payload, user_paths))
+        bytecode = [e for e in for_cid if e.kind == "artifact" and e.name.endswith("_BYTECODE")]
+        if bytecode:
+            text = "\n\n".join(f"# {e.name}\n{e.payload}" for e in bytecode)
+            bundle.add(f"dynamo.bytecode:{cid}", f"Bytecode [{cid}]", "Dynamo", "text", text)
+    breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
+    if breaks:
+        parts, pairs, offset = [], [], 0
+        for n, entry in enumerate(breaks, start=1):
+            block = f"## graph break {n} (compile {entry.compile_id})\n{entry.payload.rstrip()}\n"
+            line = torch_source_map.graph_break_line(entry.payload, user_paths)
+            if line:
+                pairs += [[offset + i, line] for i in range(1, 3)]
+            parts.append(block)
+            offset += block.count("\n") + 1
+        bundle.add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
+                   source_map=pairs, meta={"count": len(breaks)})
+
+
+def _compile_timings(entries: list[torch_trace.TraceEntry]) -> dict[str, Any]:
+    """Seconds per compile phase, summed over compile ids, from the trace's chromium events."""
+    begins: dict[tuple[str, str | None], list[float]] = {}
+    durations: dict[str, float] = {}
+    for entry in torch_trace.of_kind(entries, "chromium_event"):
+        try:
+            event = json.loads(entry.payload)
+        except json.JSONDecodeError:
+            continue
+        name, phase, ts = event.get("name"), event.get("ph"), event.get("ts")
+        key = (name, (event.get("args") or {}).get("compile_id"))
+        if phase == "B":
+            begins.setdefault(key, []).append(ts)
+        elif phase == "E" and begins.get(key):
+            durations[name] = durations.get(name, 0.0) + (ts - begins[key].pop()) / 1e6
+    out: dict[str, Any] = {}
+    for phase, names in _PHASES:
+        if any(n in durations for n in names):
+            out[f"{phase}_s"] = round(sum(durations.get(n, 0.0) for n in names), 4)
+    out["events"] = {name: round(seconds, 4) for name, seconds in sorted(durations.items(), key=lambda kv: -kv[1])[:40]}
+    out["source"] = "PyTorch's dynamo_timed events in TORCH_TRACE"
+    return out

@@ -1,0 +1,149 @@
+"""Running the user's source inside the worker: as a real file (so tracebacks, linecache and
+Dynamo's frame info point at the user's lines), with stdout captured under a cap, and every
+failure turned into a UserError that names the user's line."""
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import re
+import runpy
+import sys
+import traceback
+from typing import Any, Iterator
+
+from compiler.pipelines.base import Bundle, UserError
+
+# The worker exports the cap on captured output (the settings table's output_limit_kb).
+DEFAULT_OUTPUT_LIMIT = 1 << 20
+
+
+def workdir() -> str:
+    """The job's private scratch directory (the worker's working directory)."""
+    return os.environ.get("IRSCOPE_WORKDIR") or os.getcwd()
+
+
+def write_user_file(source: str, name: str) -> str:
+    """Write the pasted source to a real file and return its path."""
+    path = os.path.join(workdir(), name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+    return path
+
+
+class CappedText(io.TextIOBase):
+    """A text sink that keeps the first `limit` characters and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.parts: list[str] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(s[:room])
+            self.kept += min(room, len(s))
+        self.dropped += max(0, len(s) - max(room, 0))
+        return len(s)
+
+    def getvalue(self) -> str:
+        text = "".join(self.parts)
+        if self.dropped:
+            text += f"\n[irscope: output cut at {self.limit} characters; {self.dropped} more were dropped]\n"
+        return text
+
+
+def output_limit() -> int:
+    return int(os.environ.get("IRSCOPE_OUTPUT_LIMIT", DEFAULT_OUTPUT_LIMIT))
+
+
+@contextlib.contextmanager
+def captured_stdout(sink: CappedText) -> Iterator[CappedText]:
+    """Send Python-level stdout to `sink` for the duration (the program's prints)."""
+    old = sys.stdout
+    sys.stdout = sink  # type: ignore[assignment]
+    try:
+        yield sink
+    finally:
+        sys.stdout = old
+
+
+def user_line(exc: BaseException, path: str) -> int | None:
+    """The innermost line of `path` in the exception's traceback (or its SyntaxError line)."""
+    if isinstance(exc, SyntaxError) and exc.filename == path:
+        return exc.lineno
+    line = None
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    # Walk the chain too: Dynamo re-raises user exceptions from inside its own frames.
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for frame in traceback.extract_tb(current.__traceback__):
+            if frame.filename == path:
+                line = frame.lineno
+        if line is not None:
+            return line
+        current = current.__cause__ or current.__context__
+    # Dynamo traces symbolically, so its errors carry the user's frames in the message instead:
+    # 'from user code:\n   File "/tmp/work/model.py", line 4, in model'.
+    if not path:
+        return None
+    mentioned = [int(m.group(1)) for m in re.finditer(r'File "' + re.escape(path) + r'", line (\d+)', str(exc))]
+    return mentioned[-1] if mentioned else None
+
+
+def describe(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return text[:4000]
+
+
+def user_error(exc: BaseException, path: str, kind: str = "UserCodeError") -> UserError:
+    """A UserError for an exception raised by (or while compiling) the user's code."""
+    if isinstance(exc, UserError):
+        return exc
+    line = user_line(exc, path)
+    where = f"line {line}: " if line else ""
+    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
+        limit = os.environ.get("IRSCOPE_MEMORY_LIMIT_MB", "?")
+        return UserError("MemoryLimit", f"{where}ran out of memory: the sandbox's address-space limit is {limit} MiB "
+                         f"(setting memory_limit_mb); {describe(exc)}", line)
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        limit = os.environ.get("IRSCOPE_FILE_SIZE_LIMIT_MB", "?")
+        return UserError("FileSizeLimit", f"{where}a file grew past the {limit} MiB file-size limit "
+                         "(setting file_size_limit_mb)", line)
+    if isinstance(exc, SyntaxError) and exc.filename == path:
+        return UserError("SyntaxError", f"line {exc.lineno}: {exc.msg}", exc.lineno)
+    return UserError(kind, where + describe(exc), line)
+
+
+def run_user_file(path: str) -> tuple[dict[str, Any], str]:
+    """Execute the file as `__main__`-less module code; return its namespace and what it printed."""
+    sink = CappedText(output_limit())
+    try:
+        with captured_stdout(sink):
+            namespace = runpy.run_path(path, run_name="__irscope_user__")
+    except SystemExit as e:
+        raise UserError("UserCodeError", f"the program called exit({e.code}) before defining its model", None)
+    except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        error = user_error(e, path)
+        error.output = sink.getvalue()
+        raise error from e
+    return namespace, sink.getvalue()
+
+
+def run_source(bundle: Bundle, path: str) -> tuple[dict[str, Any], str]:
+    """run_user_file, keeping what the program printed as `run.stdout` when it fails."""
+    try:
+        return run_user_file(path)
+    except UserError as e:
+        if e.output:
+            bundle.add("run.stdout", "Program output", "Run", "text", e.output)
+        raise

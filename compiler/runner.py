@@ -1,0 +1,153 @@
+"""The queue and the worker pool: each job gets a fresh sandboxed worker process.
+
+`Runner` is the one interface the rest of irscope uses; `LocalRunner` is the embedded backend
+(a thread per concurrent job, each thread babysitting one sandboxed process). A Celery backend
+with per-target queues slots in behind the same `submit`/`shutdown`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from compiler import sandbox
+from compiler.model import JobError, Manifest, Stage
+from compiler.pipelines.base import read_manifest
+from compiler.store import Job, Store
+
+log = logging.getLogger(__name__)
+
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Limit names as the sandbox reports them -> error kinds shown to the user.
+_LIMIT_KINDS = {"wall_time": "WallTimeLimit", "cpu_time": "CpuTimeLimit", "file_size": "FileSizeLimit",
+                "processes": "ProcessLimit"}
+
+
+class Runner(Protocol):
+    def submit(self, job: Job) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    data_dir: str
+    workers: int
+    limits: sandbox.Limits
+    use_bwrap: bool
+    keep_job_dirs: bool = False
+
+
+class LocalRunner:
+    """Runs jobs on this machine, `config.workers` at a time."""
+
+    def __init__(self, store: Store, config: RunnerConfig):
+        self.store = store
+        self.config = config
+        self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="irscope-job")
+        os.makedirs(os.path.join(config.data_dir, "jobs"), exist_ok=True)
+
+    def submit(self, job: Job) -> None:
+        self.pool.submit(self._run_logged, job)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run_logged(self, job: Job) -> None:
+        try:
+            run_job(self.store, self.config, job)
+        except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
+            log.exception("job %s failed in the runner", job.id)
+            self.store.finish_job(job.id, JobError("InternalError", f"irscope's runner failed: {e}"), {})
+
+
+def worker_env(config: RunnerConfig) -> dict[str, str]:
+    """The worker's whole environment (the sandbox clears everything else)."""
+    venv_bin = os.path.dirname(sys.executable)
+    return {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": _PROJECT_ROOT,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8",
+        "USER": "irscope",
+        "IRSCOPE_OUTPUT_LIMIT": str(config.limits.output_bytes),
+        "IRSCOPE_MEMORY_LIMIT_MB": str(config.limits.memory_bytes // 2**20),
+        "IRSCOPE_FILE_SIZE_LIMIT_MB": str(config.limits.file_bytes // 2**20),
+    }
+
+
+def run_job(store: Store, config: RunnerConfig, job: Job) -> None:
+    """Run one job to the end and store everything it produced."""
+    job_dir = os.path.join(config.data_dir, "jobs", job.id)
+    shutil.rmtree(job_dir, ignore_errors=True)
+    os.makedirs(os.path.join(job_dir, "out"))
+    os.makedirs(os.path.join(job_dir, "scratch"))
+    with open(os.path.join(job_dir, "request.json"), "w", encoding="utf-8") as f:
+        json.dump({"request": job.request.to_json(), "toolchain": job.toolchain}, f)
+    # The sandbox's user must be able to write here (it maps to the server's user, but be explicit).
+    for d in (job_dir, os.path.join(job_dir, "out"), os.path.join(job_dir, "scratch")):
+        os.chmod(d, 0o777)
+    store.set_running(job.id, "starting the sandboxed worker")
+    out_dir = os.path.join(job_dir, "out")
+    stored: set[str] = store.stage_keys(job.id)
+    last_progress = [""]
+
+    def collect() -> Manifest | None:
+        manifest = read_manifest(out_dir)
+        if manifest is None:
+            return None
+        for position, stage in enumerate(manifest.stages):
+            if stage.key in stored:
+                continue
+            try:
+                with open(os.path.join(out_dir, stage.file), encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                continue
+            store.add_stage(job.id, position, stage, text)
+            stored.add(stage.key)
+        if manifest.progress != last_progress[0] and manifest.status == "running":
+            last_progress[0] = manifest.progress
+            store.set_progress(job.id, manifest.progress, manifest.timings)
+        return manifest
+
+    spec = sandbox.SandboxSpec(
+        argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
+        job_dir=job_dir, env=worker_env(config),
+        ro_paths=sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")],
+        use_bwrap=config.use_bwrap)
+    outcome = sandbox.run(spec, config.limits, on_tick=collect)
+    manifest = collect() or Manifest(status="running")
+    error = _final_error(manifest, outcome)
+    if outcome.output.strip():
+        text = outcome.output + ("\n[irscope: worker output cut at the output limit]\n" if outcome.output_truncated else "")
+        store.add_stage(job.id, 10_000, Stage(key="worker.log", title="Worker log", group="Run", format="text",
+                                              size=len(text.encode())), text)
+    timings = dict(manifest.timings)
+    timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none"}
+    store.finish_job(job.id, error, timings)
+    if not config.keep_job_dirs:
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _final_error(manifest: Manifest, outcome: sandbox.Outcome) -> JobError | None:
+    """The job's error: a limit the sandbox saw beats what the worker managed to say."""
+    if outcome.limit:
+        return JobError(_LIMIT_KINDS.get(outcome.limit, "Limit"), outcome.message or outcome.limit)
+    if manifest.status in ("done", "failed"):
+        return manifest.error
+    code = outcome.returncode
+    signum = -code if code is not None and code < 0 else (code - 128 if code and code > 128 else None)
+    how = f"was killed by {signal.Signals(signum).name}" if signum and signum in signal.valid_signals() \
+        else f"exited with status {code}"
+    tail = "\n".join(outcome.output.strip().splitlines()[-15:])
+    return JobError("WorkerCrashed", f"the worker process {how} before finishing the job"
+                    + (f"; its last output:\n{tail}" if tail else ""))

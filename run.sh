@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# irscope's one entry point on a fresh Debian machine with Python 3.11:
+#   ./run.sh serve [--host H] [--port P] [...]   set everything up, then start the server
+#   ./run.sh test  [pytest args]                 set everything up, then run the whole test suite
+# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz) when
+# run as root, ./.venv with the pinned packages of requirements.lock, and irscope itself.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need_debs=()
+command -v bwrap >/dev/null 2>&1 || need_debs+=(bubblewrap)
+command -v dot >/dev/null 2>&1 || need_debs+=(graphviz)
+if [ ${#need_debs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "run.sh: installing Debian packages: ${need_debs[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_debs[@]}" >/dev/null
+  else
+    echo "run.sh: missing Debian packages: ${need_debs[*]}; install them with: sudo apt-get install ${need_debs[*]}" >&2
+    echo "run.sh: (without bubblewrap the server refuses to run user code unless started with --insecure-no-sandbox)" >&2
+  fi
+fi
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+"$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
+  echo "run.sh: irscope needs Python 3.11 (found $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.venv/.irscope-installed
+want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "run.sh: installing Python packages into ./.venv (the first time takes a few minutes)" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  serve) exec .venv/bin/irscope serve "$@" ;;
+  test) exec .venv/bin/python -m pytest -q "$@" ;;
+  setup) ;;
+  *) echo "usage: ./run.sh serve [--host H] [--port P] | ./run.sh test [pytest args]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,69 @@
+"""Shared fixtures: an app with a temporary data directory per test, its client, and a helper that
+waits for a job to finish. Jobs run through the real runner and sandbox."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from app import create_app
+
+try:
+    import torch
+    HAS_CUDA = torch.cuda.is_available()
+except Exception:  # noqa: BLE001 - collecting tests must not need torch
+    HAS_CUDA = False
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device (bench/gpu_check.py runs these on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+
+
+def make_app(tmp_path, **overrides):
+    config = {"data_dir": str(tmp_path / "var"), "languages": "fake,pytorch", "workers": 2,
+              "wall_time_limit_s": 240}
+    config.update(overrides)
+    return create_app(config)
+
+
+@pytest.fixture
+def app(tmp_path):
+    flask_app = make_app(tmp_path)
+    yield flask_app
+    flask_app.extensions["irscope"].runner.shutdown()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def wait_job(client, job_id: str, timeout: float = 300) -> dict:
+    """Poll GET /api/jobs/<id> until the job is done or failed; return its JSON."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/jobs/{job_id}").get_json()
+        if body["status"] in ("done", "failed"):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s")
+
+
+def compile_and_wait(client, language: str, source: str, options: dict | None = None, timeout: float = 300) -> dict:
+    response = client.post("/api/compile", json={"language": language, "source": source, "options": options or {}})
+    assert response.status_code in (200, 202), response.get_json()
+    return wait_job(client, response.get_json()["job"], timeout)
+
+
+def stage_text(client, job_id: str, key: str) -> str:
+    from urllib.parse import quote
+    response = client.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}")
+    assert response.status_code == 200, (key, response.get_data(as_text=True)[:300])
+    return response.get_data(as_text=True)
+
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

@@ -1,0 +1,119 @@
+"""The JSON API and the IDE routes, through the Flask test client and the fake pipeline (a real
+sandboxed worker, no torch import)."""
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from tests.conftest import compile_and_wait, stage_text, wait_job
+
+SOURCE = 'print("hello from the sandbox")\nanswer = 6 * 7\nprint(answer)\n'
+
+
+def test_compile_produces_stages_with_real_content(client):
+    job = compile_and_wait(client, "fake", SOURCE)
+    assert job["status"] == "done", job
+    keys = [s["key"] for s in job["stages"]]
+    assert keys[:2] == ["source", "run.stdout"]
+    assert stage_text(client, job["id"], "run.stdout") == "hello from the sandbox\n42\n"
+    assert stage_text(client, job["id"], "source") == SOURCE
+    assert stage_text(client, job["id"], "fake.names") == "answer"
+    assert job["timings"]["job"]["sandbox"] == "bubblewrap"
+    assert job["toolchain"]["irscope"]
+
+
+def test_stage_json_carries_source_map(client):
+    job = compile_and_wait(client, "fake", SOURCE)
+    body = client.get(f"/api/jobs/{job['id']}/stages/fake.lines?format=json").get_json()
+    assert body["key"] == "fake.lines" and body["format"] == "text"
+    assert "   2  answer = 6 * 7" in body["text"]
+    assert [2, 2] in body["source_map"] and len(body["source_map"]) == 4
+
+
+def test_same_request_is_answered_from_the_store(client):
+    first = compile_and_wait(client, "fake", SOURCE)
+    again = client.post("/api/compile", json={"language": "fake", "source": SOURCE.replace("\n", "\r\n")})
+    assert again.status_code == 200
+    assert again.get_json()["job"] == first["id"] and again.get_json()["cached"] is True
+    other = client.post("/api/compile", json={"language": "fake", "source": SOURCE, "options": {"shout": True}})
+    assert other.get_json()["job"] != first["id"]
+
+
+def test_syntax_error_names_its_line_and_server_keeps_serving(client):
+    job = compile_and_wait(client, "fake", "x = 1\ny = (\nprint(x)\n")
+    assert job["status"] == "failed"
+    assert job["error"]["kind"] == "SyntaxError"
+    assert job["error"]["line"] == 2
+    assert "line 2" in job["error"]["message"]
+    assert [s["key"] for s in job["stages"]] == ["source"]  # what was produced is kept
+    assert compile_and_wait(client, "fake", SOURCE)["status"] == "done"
+
+
+def test_exception_names_the_users_line(client):
+    job = compile_and_wait(client, "fake", "a = 1\n\ndef f():\n    return 1 / 0\n\nf()\n")
+    assert job["error"]["kind"] == "UserCodeError"
+    assert job["error"]["line"] == 4
+    assert "ZeroDivisionError" in job["error"]["message"]
+
+
+def test_bad_requests_are_clear_errors(client):
+    r = client.post("/api/compile", json={"language": "cobol", "source": "x"})
+    assert r.status_code == 400 and "unknown language 'cobol'" in r.get_json()["error"]["message"]
+    r = client.post("/api/compile", json={"language": "fake", "source": "x", "options": {"nope": 1}})
+    assert r.status_code == 400 and "unknown option 'nope'" in r.get_json()["error"]["message"]
+    r = client.post("/api/compile", json={"language": "fake", "source": "x", "options": {"stage_delay_s": 99}})
+    assert r.status_code == 400 and "at most 30" in r.get_json()["error"]["message"]
+    r = client.post("/api/compile", data="not json", content_type="text/plain")
+    assert r.status_code == 400
+    assert client.get("/api/jobs/nope").status_code == 404
+    assert client.get("/api/jobs/nope/stages/source").status_code == 404
+
+
+def test_shortlink_round_trip(client):
+    job = compile_and_wait(client, "fake", SOURCE)
+    link = client.post("/api/shortlinks", json={"job": job["id"]}).get_json()
+    assert link["url"] == f"/z/{link['id']}" and 6 <= len(link["id"]) <= 10
+    # derived from the request: asking again gives the same id
+    assert client.post("/api/shortlinks", json={"job": job["id"]}).get_json()["id"] == link["id"]
+    page = client.get(link["url"]).get_data(as_text=True)
+    assert "hello from the sandbox" in page  # the source, in the editor
+    assert 'data-key="run.stdout"' in page  # the stored stages, as tabs
+    as_json = client.get(link["url"] + ".json").get_json()
+    assert as_json["job"]["id"] == job["id"]
+    assert as_json["job"]["request"]["source"] == SOURCE
+    assert as_json["job"]["toolchain"] == job["toolchain"]
+    assert client.get("/z/unknown1").status_code == 404
+
+
+def test_qualified_stage_keys_travel_percent_encoded(client):
+    job = compile_and_wait(client, "fake", SOURCE)
+    assert client.get(f"/api/jobs/{job['id']}/stages/{quote('fake.lines', safe='')}").status_code == 200
+    pane = client.get(f"/j/{job['id']}/stage/fake.lines").get_data(as_text=True)
+    assert 'data-src="2"' in pane and "answer" in pane
+
+
+def test_ide_page_and_htmx_compile(client):
+    page = client.get("/").get_data(as_text=True)
+    assert "codemirror.js" in page and "htmx.min.js" in page and 'name="language"' in page
+    r = client.post("/compile", data={"language": "fake", "source": SOURCE, "opt.shout": "true"})
+    assert r.status_code == 200 and r.headers["HX-Push-Url"].startswith("/j/")
+    job_id = r.headers["HX-Push-Url"].rsplit("/", 1)[1]
+    job = wait_job(client, job_id)
+    assert job["request"]["options"]["shout"] is True
+    assert stage_text(client, job_id, "fake.lines").startswith('PRINT("HELLO')
+    bar = client.get(f"/j/{job_id}/bar").get_data(as_text=True)
+    assert "hx-trigger" not in bar  # a finished job is not polled any more
+    assert 'data-key="fake.lines"' in bar
+    page = client.get(f"/j/{job_id}").get_data(as_text=True)
+    assert "hello from the sandbox" in page
+
+
+def test_diff_between_stages(client):
+    job = compile_and_wait(client, "fake", SOURCE)
+    pane = client.get(f"/j/{job['id']}/stage/fake.lines?diff=source").get_data(as_text=True)
+    assert "gd" in pane and "gi" in pane  # pygments' deleted / inserted line classes
+
+
+def test_languages_lists_option_schemas(client):
+    body = client.get("/api/languages").get_json()
+    fake = next(lang for lang in body["languages"] if lang["key"] == "fake")
+    assert {o["name"] for o in fake["options"]} == {"shout", "stage_delay_s"}

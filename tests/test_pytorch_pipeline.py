@@ -1,0 +1,111 @@
+"""The PyTorch pipeline end to end: real torch.compile runs in the real sandbox, through the API."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import compile_and_wait, needs_bwrap, stage_text
+
+pytestmark = [needs_bwrap, pytest.mark.slow]
+
+GRAPH_BREAK_MODEL = '''import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("inside forward", tuple(y.shape))
+        return torch.softmax(torch.relu(y) + 1, dim=-1)
+
+
+model = Net()
+example_inputs = (torch.randn(4, 16),)
+'''
+SOFTMAX_LINE = 12
+PRINT_LINE = 11
+
+SOLVE_MODEL = '''import torch
+
+
+class Solve(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.eye(6) + 0.1 * torch.randn(6, 6))
+
+    def forward(self, b):
+        return torch.linalg.solve(self.a, b).tanh()
+
+
+model = Solve()
+example_inputs = lambda: (torch.randn(6, 3),)
+'''
+
+
+def _json(client, job_id, key):
+    from urllib.parse import quote
+    return client.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}?format=json").get_json()
+
+
+def test_graph_break_model_all_core_stages(client):
+    job = compile_and_wait(client, "pytorch", GRAPH_BREAK_MODEL)
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    for required in ("source", "run.stdout", "dynamo.fx_graph:0/0_1", "dynamo.fx_graph:1/0",
+                     "inductor.output_code:1/0", "dynamo.graph_breaks", "dynamo.guards:1/0", "aot.forward_graph:1/0",
+                     "inductor.post_grad_graph:1/0"):
+        assert required in keys, (required, keys)
+    # the program's print, from inside the compiled forward
+    assert "inside forward (4, 16)" in stage_text(client, job["id"], "run.stdout")
+    # the unqualified key finds the first graph
+    assert "torch._C._nn.linear" in stage_text(client, job["id"], "dynamo.fx_graph")
+    breaks = stage_text(client, job["id"], "dynamo.graph_breaks")
+    assert f"model.py:{PRINT_LINE}" in breaks and "print" in breaks
+    code = _json(client, job["id"], "inductor.output_code:1/0")
+    assert "cpp_fused__softmax_add_relu" in code["text"]  # the fused kernel names the fused ops
+    lines = code["text"].split("\n")
+    to_softmax = [a for a, b in code["source_map"] if b == SOFTMAX_LINE]
+    assert any("cpp_fused__softmax" in lines[a - 1] for a in to_softmax)
+    assert any("Vectorized" in lines[a - 1] or "tmp" in lines[a - 1] for a in to_softmax)  # kernel body lines
+    graph = _json(client, job["id"], "dynamo.fx_graph:1/0")
+    assert any("torch.softmax" in graph["text"].split("\n")[a - 1] for a, b in graph["source_map"] if b == SOFTMAX_LINE)
+    # timings: PyTorch's own phase breakdown and measured eager vs compiled
+    compile_t = job["timings"]["compile"]
+    assert compile_t["total_s"] > 0 and compile_t["inductor_lowering_s"] > 0 and compile_t["dynamo_tracing_s"] > 0
+    run = job["timings"]["run"]
+    assert run["eager_ms"] > 0 and run["compiled_ms"] > 0 and run["compiled_repeats"] >= 5
+    assert run["speedup"] == pytest.approx(run["eager_ms"] / run["compiled_ms"], rel=0.01)
+    assert run["accuracy"]["max_abs_error"] < 1e-5
+    assert "host CPU" in run["where"]
+    # the page renders the output code with source colours
+    pane = client.get(f"/j/{job['id']}/stage/inductor.output_code:1%2F0").get_data(as_text=True)
+    assert f'data-src="{SOFTMAX_LINE}"' in pane
+
+
+def test_training_builds_backward_graph(client):
+    job = compile_and_wait(client, "pytorch", SOLVE_MODEL, {"training": True})
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    assert "aot.backward_graph:0/0" in keys and "aot.joint_graph:0/0" in keys
+    backward = stage_text(client, job["id"], "aot.backward_graph:0/0")
+    # the gradient of solve reuses the forward's saved LU factors: an adjoint LU solve
+    assert "aten.linalg_lu_solve.default" in backward and "adjoint = True" in backward
+    assert "tangents_1" in backward
+    assert any(k.startswith("inductor.output_code:0/0.backward") for k in keys), keys
+    assert job["timings"]["run"]["what"] == "forward + backward"
+
+
+def test_bad_sources_fail_with_their_line(client):
+    job = compile_and_wait(client, "pytorch", "import torch\nmodel = torch.nn.Linear(2, 2\nexample_inputs = ()\n")
+    assert job["error"]["kind"] == "SyntaxError" and job["error"]["line"] == 2
+    job = compile_and_wait(client, "pytorch", "import torch\nmodel = torch.nn.Linear(2, 2)\n")
+    assert job["error"]["kind"] == "InputError" and "example_inputs" in job["error"]["message"]
+    source = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n\n"
+              "example_inputs = (torch.ones(2, 2),)\n")
+    job = compile_and_wait(client, "pytorch", source)
+    assert job["status"] == "failed" and job["error"]["line"] == 4, job["error"]
+    job = compile_and_wait(client, "pytorch", "model = len\nexample_inputs = ()\n",
+                           {"inductor_config": {"no_such_flag": True}})
+    assert job["error"]["kind"] == "OptionError" and "no_such_flag" in job["error"]["message"]

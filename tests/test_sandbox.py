@@ -1,0 +1,107 @@
+"""The sandbox: every job runs in bubblewrap with limits, and each limit gives a clear message.
+Uses the fake pipeline, whose source is run as Python inside the worker."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text
+
+pytestmark = needs_bwrap
+
+
+@pytest.fixture
+def limited(tmp_path):
+    app = make_app(tmp_path, wall_time_limit_s=4, cpu_time_limit_s=30, memory_limit_mb=2048,
+                   process_limit=40, file_size_limit_mb=8, output_limit_kb=16)
+    yield app.test_client(), app.extensions["irscope"].settings["data_dir"]
+    app.extensions["irscope"].runner.shutdown()
+
+
+def test_data_directory_is_invisible(limited):
+    client, data_dir = limited
+    source = f"import os\nprint(os.path.exists({data_dir!r}))\nopen({os.path.join(data_dir, 'irscope.db')!r})\n"
+    job = compile_and_wait(client, "fake", source)
+    assert stage_text(client, job["id"], "run.stdout") == "False\n"
+    assert job["error"]["kind"] == "UserCodeError" and "FileNotFoundError" in job["error"]["message"]
+    assert job["error"]["line"] == 3
+
+
+def test_no_network(limited):
+    client, _ = limited
+    source = ("import socket\n"
+              "s = socket.socket()\n"
+              "s.settimeout(3)\n"
+              "s.connect(('1.1.1.1', 80))\n")
+    job = compile_and_wait(client, "fake", source)
+    assert job["status"] == "failed"
+    assert job["error"]["line"] == 4
+    assert "Network is unreachable" in job["error"]["message"] or "Errno 101" in job["error"]["message"]
+
+
+def test_environment_is_cleared(limited, monkeypatch):
+    client, _ = limited
+    job = compile_and_wait(client, "fake", "import os\nprint(sorted(k for k in os.environ if 'SECRET' in k or k == 'HOME'))\n")
+    assert stage_text(client, job["id"], "run.stdout") == "['HOME']\n"
+
+
+def test_spinning_forever_is_stopped_by_wall_time(limited):
+    client, _ = limited
+    job = compile_and_wait(client, "fake", "while True:\n    pass\n", timeout=60)
+    assert job["status"] == "failed"
+    assert job["error"]["kind"] == "WallTimeLimit"
+    assert job["error"]["message"] == "stopped after 4 s of wall time (setting wall_time_limit_s)"
+    assert job["timings"]["job"]["wall_s"] < 10
+
+
+def test_allocating_64_gib_is_denied(limited):
+    client, _ = limited
+    job = compile_and_wait(client, "fake", "x = 1\nblock = bytearray(64 * 2**30)\n")
+    assert job["error"]["kind"] == "MemoryLimit"
+    assert job["error"]["line"] == 2
+    assert "address-space limit is 2048 MiB (setting memory_limit_mb)" in job["error"]["message"]
+
+
+def test_fork_bomb_hits_the_process_limit(limited):
+    client, _ = limited
+    source = ("import os, time\n"
+              "for i in range(200):\n"
+              "    if os.fork() == 0:\n"
+              "        time.sleep(30)\n"
+              "        os._exit(0)\n")
+    job = compile_and_wait(client, "fake", source, timeout=60)
+    assert job["status"] == "failed"
+    assert job["error"]["kind"] == "ProcessLimit", job["error"]
+    assert job["error"]["message"] == "the job tried to start more than 40 processes (setting process_limit)"
+
+
+def test_huge_file_is_stopped(limited):
+    client, _ = limited
+    job = compile_and_wait(client, "fake", "f = open('/tmp/big', 'wb')\nf.write(b'x' * (16 * 2**20))\n")
+    assert job["status"] == "failed"
+    assert job["error"]["kind"] == "FileSizeLimit", job["error"]
+    assert job["error"]["line"] == 2
+    assert "past the 8 MiB file-size limit (setting file_size_limit_mb)" in job["error"]["message"]
+
+
+def test_output_is_capped(limited):
+    client, _ = limited
+    job = compile_and_wait(client, "fake", "for i in range(100000):\n    print('spam', i)\n")
+    out = stage_text(client, job["id"], "run.stdout")
+    assert job["status"] == "done"
+    assert len(out) < 17 * 1024
+    assert "[irscope: output cut at 16384 characters" in out
+
+
+def test_refuses_without_bubblewrap(tmp_path, monkeypatch):
+    from compiler import sandbox
+    monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
+    app = make_app(tmp_path)
+    r = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"})
+    assert r.status_code == 503
+    assert "--insecure-no-sandbox" in r.get_json()["error"]["message"]
+    unsafe = make_app(tmp_path / "b", sandbox="none").test_client()
+    job = compile_and_wait(unsafe, "fake", "print('unsandboxed')\n")
+    assert job["timings"]["job"]["sandbox"] == "none"
+    assert stage_text(unsafe, job["id"], "run.stdout") == "unsandboxed\n"

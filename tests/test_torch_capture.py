@@ -1,0 +1,87 @@
+"""Parsers of PyTorch's structured trace, on a trace recorded from a real torch.compile run of
+tests/fixtures/torch/graph_break_print.py (recorded at /tmp/t1/m.py, with provenance tracking on)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from compiler.capture import torch_source_map as sm
+from compiler.capture import torch_trace
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "graph_break_print.trace")
+USER = ("/tmp/t1/m.py",)
+
+
+@pytest.fixture(scope="module")
+def entries():
+    with open(FIXTURE, encoding="utf-8") as f:
+        return torch_trace.parse(f.read())
+
+
+def test_entries_and_compile_ids(entries):
+    # the print graph-breaks frame 0 (attempt 0 restarts as 0/0_1); the resume function is frame 1
+    assert torch_trace.compile_ids(entries) == ["0/0", "0/0_1", "1/0"]
+    graphs = torch_trace.of_kind(entries, "dynamo_output_graph")
+    assert [g.compile_id for g in graphs] == ["0/0_1", "1/0"]
+    assert "torch._C._nn.linear" in graphs[0].payload
+    assert "torch.softmax(add, dim = -1)" in graphs[1].payload
+    assert torch_trace.of_kind(entries, "inductor_output_code")[1].payload.startswith("# AOT ID: ['1_forward']")
+    assert "/tmp/t1/m.py" in torch_trace.string_table(entries).values()
+
+
+def test_payloads_are_exact(entries):
+    guards = torch_trace.of_kind(entries, "dynamo_cpp_guards_str")[0].payload
+    assert guards.split("\n")[:2] == ["", "TREE_GUARD_MANAGER:"]  # the payload as PyTorch wrote it
+    assert "\n\t" not in guards  # the tab that marks payload lines is removed, nothing else
+    metrics = [e.data for e in torch_trace.of_kind(entries, "compilation_metrics")]
+    assert metrics[-1]["co_name"] == "torch_dynamo_resume_in_forward_at_8"
+
+
+def test_fx_graph_map_reaches_user_lines(entries):
+    graph = torch_trace.of_kind(entries, "dynamo_output_graph")[1].payload
+    pairs, nodes = sm.fx_code_map(graph, USER)
+    assert nodes["softmax"] == {9} and nodes["relu"] == {9}
+    lines = graph.split("\n")
+    mapped = {lines[a - 1].strip().split(":")[0] for a, b in pairs if b == 9}
+    assert {"relu", "add", "softmax"} <= mapped
+
+
+def test_output_code_map_links_fused_kernel_to_softmax_line(entries):
+    cid = "1/0"
+    post = next(e for e in torch_trace.of_kind(entries, "inductor_post_grad_graph") if e.compile_id == cid)
+    nodes = sm.fx_code_map(post.payload, USER)[1]
+    traces = next(e for e in torch_trace.of_kind(entries, "inductor_provenance_tracking_kernel_stack_traces")
+                  if e.compile_id == cid)
+    kernels = sm.kernel_lines_from_provenance(json.loads(traces.payload), USER)
+    assert kernels == {"cpp_fused__softmax_add_relu_threshold_backward_0": {9}}
+    code = next(e for e in torch_trace.of_kind(entries, "inductor_output_code") if e.compile_id == cid).payload
+    pairs = sm.output_code_map(code, nodes, kernels)
+    lines = code.split("\n")
+    first, last = sm.kernel_blocks(code)["cpp_fused__softmax_add_relu_threshold_backward_0"]
+    mapped = {a for a, b in pairs if b == 9}
+    assert set(range(first, last + 1)) <= mapped  # the whole kernel definition
+    launch = next(i for i, line in enumerate(lines, 1)
+                  if line.strip().startswith("cpp_fused__softmax_add_relu_threshold_backward_0("))
+    assert launch in mapped  # and its launch in call()
+    assert all(b == 9 for a, b in pairs)
+
+
+def test_extern_kernel_mapped_through_source_nodes(entries):
+    cid = "0/0_1"
+    graph = next(e for e in torch_trace.of_kind(entries, "dynamo_output_graph") if e.compile_id == cid)
+    nodes = sm.fx_code_map(graph.payload, USER)[1]
+    code = next(e for e in torch_trace.of_kind(entries, "inductor_output_code") if e.compile_id == cid).payload
+    lines = code.split("\n")
+    mapped = [lines[a - 1].strip() for a, b in sm.output_code_map(code, nodes) if b == 7]
+    assert any(line.startswith("extern_kernels.addmm(") for line in mapped)
+
+
+def test_graph_break_and_guard_locations(entries):
+    reason = torch_trace.of_kind(entries, "dynamo_graph_break_reason")[0].payload
+    assert sm.graph_break_line(reason, USER) == 8
+    assert "builtin operator `print`" in reason
+    assert sm.graph_break_line(reason, ("/elsewhere.py",)) is None
+    text = "| | +- TENSOR_MATCH: check_tensor(L['x'])  # y = self.lin(x)  # tmp/t1/m.py:7 in forward"
+    assert sm.trailing_location_map(text, USER) == [[1, 7]]
