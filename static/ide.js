@@ -110,7 +110,11 @@
     var pick = null;
     preferred.some(function (p) { pick = tabs.filter(function (t) { return t.dataset.key.indexOf(p) === 0; })[0]; return pick; });
     if (!pick && done) { pick = tabs.filter(function (t) { return t.dataset.key !== "source"; })[0] || tabs[0]; }
-    if (pick) { activeKey = pick.dataset.key; htmx.trigger(pick, "click"); markActive(); }
+    if (pick) {
+      activeKey = pick.dataset.key;
+      htmx.ajax("GET", pick.getAttribute("hx-get"), {target: "#pane", swap: "innerHTML"});
+      markActive();
+    }
   }
   function afterResults() {
     var err = document.querySelector("#results .error-box[data-error-line]");
@@ -147,5 +151,5 @@
         if (navigator.clipboard) { navigator.clipboard.writeText(url).catch(function () {}); }
       });
   });
-  afterResults();
+  document.addEventListener("DOMContentLoaded", afterResults);
 })();

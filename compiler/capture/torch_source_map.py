@@ -148,3 +148,32 @@ def trailing_location_map(text: str, user_paths: tuple[str, ...]) -> list[list[i
         if match and _is_user_path(match.group("path"), user_paths):
             pairs.append([number, int(match.group("line"))])
     return pairs
+
+
+_IR_BLOCK = re.compile(r"^(op\d[\w]*): ")
+
+
+def ir_block_map(text: str, user_paths: tuple[str, ...]) -> list[list[int]]:
+    """Pairs for Inductor's scheduler IR dumps (ir_pre_fusion / ir_post_fusion): every line of an
+    `opN: ...` block maps to the user lines its stack traces name."""
+    lines = text.split("\n")
+    pairs: list[list[int]] = []
+    start = 0
+    for i in range(len(lines) + 1):
+        if i == len(lines) or (_IR_BLOCK.match(lines[i]) and i > start):
+            block = lines[start:i]
+            users = sorted({int(m.group("line")) for line in block for m in _TRACE_FRAME.finditer(line)
+                            if _is_user_path(m.group("path"), user_paths)})
+            pairs += [[n, u] for n in range(start + 1, i + 1) for u in users]
+            start = i
+    return pairs
+
+
+def mention_map(text: str, user_paths: tuple[str, ...]) -> list[list[int]]:
+    """Pairs for logs whose lines quote stack frames ('File "model.py", line 9'): each such line."""
+    pairs = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        for m in _TRACE_FRAME.finditer(line):
+            if _is_user_path(m.group("path"), user_paths):
+                pairs.append([number, int(m.group("line"))])
+    return pairs

@@ -13,6 +13,7 @@ from typing import Any
 
 from compiler.capture import torch_source_map, torch_trace
 from compiler.model import Request
+from compiler.pipelines import torch_artifact_logs
 from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
 from compiler.pipelines.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
     write_user_file
@@ -119,6 +120,7 @@ class PyTorchPipeline(Pipeline):
         # Provenance tracking links each kernel to the user's lines; it only adds
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1
+        logs = torch_artifact_logs.install(torch)
         for key, value in options["inductor_config"].items():
             _set_config(inductor_config, key, value)
 
@@ -148,6 +150,8 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("reading the structured trace")
         entries = torch_trace.read_dir(os.environ.get("TORCH_TRACE", ""))
         _write_trace_stages(bundle, entries, (path, USER_FILE))
+        _write_log_stages(bundle, torch_artifact_logs.texts(logs), torch_trace.compile_ids(entries),
+                          (path, USER_FILE))
         timings = _compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
         timings["first_call_s"] = round(first_call_s, 3)
@@ -285,6 +289,7 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
             bundle.add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor", "python",
                        entry.payload, source_map=pairs,
                        meta={"file": (entry.data or {}).get("filename", ""), "note": _PROVENANCE_NOTE})
+            _write_kernel_stages(bundle, entry.payload, pairs, "")
         for entry in torch_trace.of_kind(for_cid, "dynamo_cpp_guards_str"):
             bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
                        source_map=torch_source_map.trailing_location_map(entry.payload, user_paths))
@@ -304,6 +309,43 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
             offset += block.count("\n") + 1
         bundle.add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
                    source_map=pairs, meta={"count": len(breaks)})
+
+
+# artifact log -> (stage key prefix, title, format)
+_LOG_STAGES = (
+    ("ir_pre_fusion", "inductor.ir_pre_fusion", "IR before fusion"),
+    ("ir_post_fusion", "inductor.ir_post_fusion", "IR after fusion"),
+    ("fusion", "inductor.fusion", "Fusion decisions"),
+)
+
+
+def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_ids: list[str],
+                      user_paths: tuple[str, ...]) -> None:
+    def trace_id(log_id: str) -> str:
+        # The logging side knows "0/0"; the trace names the attempt that got through ("0/0_1").
+        attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
+        return attempts[-1] if attempts else log_id
+
+    for log_id in dict.fromkeys(c for c, _ in texts):
+        cid = trace_id(log_id)
+        for artifact, key, title in _LOG_STAGES:
+            text = texts.get((log_id, artifact))
+            if text:
+                pairs = torch_source_map.ir_block_map(text, user_paths) if artifact.startswith("ir_") \
+                    else torch_source_map.mention_map(text, user_paths)
+                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", "Inductor", "text", text, source_map=pairs)
+
+
+def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
+    """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept."""
+    for name, (first, last) in torch_source_map.kernel_blocks(code).items():
+        lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
+        header = code.split("\n")[first - 1]
+        fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
+        kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
+        key = f"kernel:{name}{suffix}"
+        if not bundle.has(key):
+            bundle.add(key, name, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
 
 
 def _compile_timings(entries: list[torch_trace.TraceEntry]) -> dict[str, Any]:
