@@ -79,6 +79,14 @@ def test_graph_break_model_all_core_stages(client):
     assert run["speedup"] == pytest.approx(run["eager_ms"] / run["compiled_ms"], rel=0.01)
     assert run["accuracy"]["max_abs_error"] < 1e-5
     assert "host CPU" in run["where"]
+    # fusion decisions and the scheduler IR, per graph, linked to the user's lines
+    fusion = _json(client, job["id"], "inductor.fusion:1/0")
+    assert "fusion complete" in fusion["text"] and any(b == SOFTMAX_LINE for a, b in fusion["source_map"])
+    post = stage_text(client, job["id"], "inductor.ir_post_fusion:1/0")
+    assert post.startswith("AFTER FUSION") and "FusedSchedulerNode" in post
+    kernel = _json(client, job["id"], "kernel:cpp_fused__softmax_add_relu_threshold_backward_0")
+    assert kernel["format"] == "cpp" and 'extern "C"' in kernel["text"]
+    assert {b for a, b in kernel["source_map"]} == {SOFTMAX_LINE}
     # the page renders the output code with source colours
     pane = client.get(f"/j/{job['id']}/stage/inductor.output_code:1%2F0").get_data(as_text=True)
     assert f'data-src="{SOFTMAX_LINE}"' in pane
@@ -109,3 +117,34 @@ def test_bad_sources_fail_with_their_line(client):
     job = compile_and_wait(client, "pytorch", "model = len\nexample_inputs = ()\n",
                            {"inductor_config": {"no_such_flag": True}})
     assert job["error"]["kind"] == "OptionError" and "no_such_flag" in job["error"]["message"]
+
+
+CONV_MODEL = '''import torch
+import torch.nn as nn
+
+model = nn.Sequential(
+    nn.Conv2d(3, 8, 3, padding=1),
+    nn.BatchNorm2d(8),
+    nn.ReLU(),
+    nn.AdaptiveAvgPool2d(1),
+    nn.Flatten(),
+    nn.Linear(8, 4),
+).eval()
+example_inputs = (torch.randn(2, 3, 16, 16),)
+'''
+
+
+def test_conv_net_in_eval_mode_is_an_inference_graph(client):
+    job = compile_and_wait(client, "pytorch", CONV_MODEL)
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    # parameters still require grad (no hidden no_grad): AOTAutograd builds a joint graph; the
+    # module's eval() is the user's and folds batch norm into inference arithmetic
+    assert "aot.forward_graph:0/0" in keys
+    graph = stage_text(client, job["id"], "dynamo.fx_graph:0/0")
+    assert "torch.conv2d" in graph and "torch.nn.functional.batch_norm" in graph
+    # BatchNorm2d.eval() as the user left it: running statistics, training=False, momentum, eps
+    assert "l_fn_modules_1_buffers_running_var_, l_fn_modules_1_parameters_weight_, " \
+           "l_fn_modules_1_parameters_bias_, False, 0.1, 1e-05)" in graph
+    code = stage_text(client, job["id"], "inductor.output_code:0/0")
+    assert "extern_kernels.convolution" in code or "torch.ops.aten.convolution" in code
