@@ -36,9 +36,7 @@ def render_ide(job: Job | None = None, link_id: str | None = None, language: str
                            source=job.request.source if job else current.example, job=job,
                            groups=_grouped(job) if job else None, link_id=link_id,
                            poll_ms=services().settings["poll_interval_ms"], refusal=services().refusal,
-                           examples={p.key: p.example for p in langs},
-                           schemas={p.key: [(o.name, o.kind, o.default, o.help, list(o.choices)) for o in p.options]
-                                    for p in langs})
+                           examples={p.key: p.example for p in langs})
 
 
 @bp.get("/")

@@ -292,10 +292,7 @@ def _explain(outcome: Outcome, limits: Limits, timed_out: bool, processes_hit: b
     if timed_out:
         outcome.limit, outcome.message = "wall_time", (
             f"stopped after {limits.wall_s:g} s of wall time (setting wall_time_limit_s)")
-    elif signum in (signal.SIGXCPU, signal.SIGKILL) and _cpu_exhausted(outcome, limits):
-        outcome.limit, outcome.message = "cpu_time", (
-            f"stopped after {limits.cpu_s} s of CPU time (setting cpu_time_limit_s)")
-    elif signum == signal.SIGXCPU:
+    elif signum == signal.SIGXCPU or (signum == signal.SIGKILL and _cpu_exhausted(outcome, limits)):
         outcome.limit, outcome.message = "cpu_time", (
             f"stopped after {limits.cpu_s} s of CPU time (setting cpu_time_limit_s)")
     elif signum == signal.SIGXFSZ:
