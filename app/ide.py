@@ -12,6 +12,7 @@ from compiler import pipelines
 from compiler.jobs import RequestError
 from compiler.store import Job
 from viewers import diff as diff_viewer
+from viewers import timings as timings_viewer
 from viewers.explanations import explanation_for
 
 bp = Blueprint("ide", __name__)
@@ -116,6 +117,14 @@ def stage_pane(job_id: str, key: str):
     return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=other,
                            siblings=siblings, explanation=explanation_for(stage.key),
                            source_map_json=json.dumps(stage.source_map))
+
+
+@bp.get("/j/<job_id>/timings")
+def timings_pane(job_id: str):
+    job = services().store.get_job(job_id)
+    if job is None:
+        abort(404)
+    return f'<div class="artifact timings-view">{timings_viewer.render(job.timings)}</div>'
 
 
 @bp.get("/options/")

@@ -117,3 +117,11 @@ def test_languages_lists_option_schemas(client):
     body = client.get("/api/languages").get_json()
     fake = next(lang for lang in body["languages"] if lang["key"] == "fake")
     assert {o["name"] for o in fake["options"]} == {"shout", "stage_delay_s"}
+
+
+def test_timings_view_draws_measured_numbers():
+    from viewers import timings
+    html = timings.render({"compile": {"dynamo_tracing_s": 0.25, "total_s": 2.5, "source": "events"},
+                           "run": {"eager_ms": 2.0, "compiled_ms": 1.0, "speedup": 2.0, "where": "host CPU"}})
+    assert html.count("<rect") == 4  # two phases, two run bars
+    assert "dynamo tracing: 0.25 s" in html and "compiled: 1 ms" in html and "host CPU" in html

@@ -1,0 +1,61 @@
+"""A job's `timings` -> HTML: compile phases as a bar chart (SVG), eager vs compiled with their
+spread, accuracy, and every other number the pipeline measured, in a table."""
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+_BAR_H, _LABEL_W, _CHART_W = 20, 190, 420
+
+
+def _bars(rows: list[tuple[str, float]], unit: str) -> str:
+    if not rows:
+        return ""
+    top = max(v for _, v in rows) or 1.0
+    height = _BAR_H * len(rows) + 8
+    parts = [f'<svg class="bars" width="{_LABEL_W + _CHART_W + 90}" height="{height}" role="img">']
+    for i, (label, value) in enumerate(rows):
+        y = 4 + i * _BAR_H
+        width = max(1.0, _CHART_W * value / top)
+        parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 14}" text-anchor="end" font-size="12">{escape(label)}</text>'
+                     f'<rect x="{_LABEL_W}" y="{y + 3}" width="{width:.1f}" height="{_BAR_H - 6}" fill="#0969da">'
+                     f'<title>{escape(label)}: {value:g} {unit}</title></rect>'
+                     f'<text x="{_LABEL_W + width + 6:.1f}" y="{y + 14}" font-size="12">{value:.3g} {unit}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _table(values: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{escape(str(k))}</th><td class='num'>{escape(_fmt(v))}</td></tr>"
+                   for k, v in values.items() if not isinstance(v, dict))
+    return f'<table class="data">{rows}</table>' if rows else ""
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def render(timings: dict[str, Any]) -> str:
+    out = []
+    compile_t = timings.get("compile") or {}
+    phases = [(k[:-2].replace("_", " "), float(v)) for k, v in compile_t.items()
+              if k.endswith("_s") and isinstance(v, (int, float))]
+    if phases:
+        out.append(f"<h3>Compile time</h3><p class='note'>{escape(str(compile_t.get('source', '')))}</p>")
+        out.append(_bars(phases, "s"))
+    run = timings.get("run") or {}
+    if run:
+        out.append(f"<h3>Run time</h3><p class='note'>{escape(str(run.get('where', '')))}: "
+                   f"{escape(str(run.get('what', '')))}, median per call after warm-up, "
+                   f"IQR as spread</p>")
+        bars = [(name, float(run[f"{name}_ms"])) for name in ("eager", "compiled") if f"{name}_ms" in run]
+        out.append(_bars(bars, "ms"))
+        out.append(_table(run))
+        if isinstance(run.get("accuracy"), dict):
+            out.append("<h4>Accuracy (compiled vs eager)</h4>" + _table(run["accuracy"]))
+    for name, value in timings.items():
+        if name not in ("compile", "run") and isinstance(value, dict):
+            out.append(f"<h3>{escape(name)}</h3>" + _table(value))
+    if compile_t.get("events"):
+        out.append("<h4>PyTorch compile events (seconds, summed)</h4>" + _table(compile_t["events"]))
+    return "".join(out) or "<p class='hint'>no timings recorded</p>"
