@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from viewers import code
+from viewers import code, graph, memory, mesh, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
 
@@ -30,6 +30,10 @@ VIEWERS: dict[str, Viewer] = {
     "diff": _code("diff"),
     "json": _code("json"),
     "text": _code("text"),
+    "mesh": mesh.render,
+    "memory": memory.render,
+    "timeline": timeline.render,
+    "dot": graph.render,
 }
 
 

@@ -41,3 +41,6 @@ def get(key: str) -> Pipeline:
 
 register("pytorch", "compiler.pipelines.pytorch:PyTorchPipeline")
 register("fake", "compiler.pipelines.fake:FakePipeline")
+register("hlo", "compiler.pipelines.xla:HloPipeline")
+register("stablehlo", "compiler.pipelines.xla:StableHloPipeline")
+register("jax", "compiler.pipelines.xla:JaxPipeline")

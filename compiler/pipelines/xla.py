@@ -1,0 +1,503 @@
+"""XLA (the compiler in jaxlib) on host CPU with N virtual devices, for three inputs:
+
+- `hlo`: HLO text as XLA prints it, shardings included (GSPMD propagation and partitioning);
+- `stablehlo`: StableHLO/MHLO MLIR text;
+- `jax`: Python defining `fn` and `example_args`, lowered by `jax.jit(fn).lower(*example_args)`.
+
+All three go through one compile, run in a child process (compiler/xla_compile.py) because XLA
+aborts on some malformed input. Every stage is what XLA wrote: its dump directory (pass
+snapshots, buffer assignment, live ranges, LLVM IR, object files), the executable's module,
+memory stats and cost analysis. This module imports no jax: the parent only reads files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from compiler.capture import xla_dump
+from compiler.capture.xla_options import validate_xla_options
+from compiler.model import Request
+from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
+
+# The child's wall limit; the sandbox's own limits (settings table) are normally hit first.
+CHILD_TIMEOUT_S = 900
+# Big modules have hundreds of pass snapshots; each is a stage, so cap how many are kept.
+MAX_PASS_SNAPSHOTS = 400
+MAX_KERNEL_STAGES = 64
+MAX_ASM_BYTES = 2_000_000
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+HLO_EXAMPLE = '''HloModule sharded_mlp
+
+// 8 devices as a 4x2 mesh: x is split over rows on the 4-way axis and replicated over the
+// 2-way axis; w is split over columns on the 2-way axis and replicated over the 4-way axis.
+add_f32 {
+  lhs = f32[] parameter(0)
+  rhs = f32[] parameter(1)
+  ROOT add = f32[] add(lhs, rhs)
+}
+
+ENTRY main {
+  x = f32[64,128] parameter(0), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  w = f32[128,256] parameter(1), sharding={devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  b = f32[256] parameter(2), sharding={replicated}
+  dot = f32[64,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bias = f32[64,256] broadcast(b), dimensions={1}
+  add = f32[64,256] add(dot, bias)
+  act = f32[64,256] tanh(add)
+  zero = f32[] constant(0)
+  ROOT sum = f32[64] reduce(act, zero), dimensions={1}, to_apply=add_f32, sharding={devices=[4,2]<=[8] last_tile_dim_replicate}
+}
+'''
+
+STABLEHLO_EXAMPLE = '''module @sharded_matmul attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<64x128xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"},
+                         %w: tensor<128x256xf32> {mhlo.sharding = "{replicated}"})
+      -> (tensor<64x256xf32> {mhlo.sharding = "{devices=[1,8]<=[8]}"}) {
+    %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<64x128xf32>, tensor<128x256xf32>) -> tensor<64x256xf32>
+    %1 = stablehlo.logistic %0 : tensor<64x256xf32>
+    return %1 : tensor<64x256xf32>
+  }
+}
+'''
+
+JAX_EXAMPLE = '''import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+# 8 virtual CPU devices as a 4x2 mesh: batch over "data", heads over "model". Auto axes leave
+# the shardings in between to XLA's propagation (Shardy).
+mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+
+
+def fn(x, wq, wk, wv, wo):
+    q = jnp.einsum("bsd,dhk->bhsk", x, wq)
+    k = jnp.einsum("bsd,dhk->bhsk", x, wk)
+    v = jnp.einsum("bsd,dhk->bhsk", x, wv)
+    scores = jnp.einsum("bhqk,bhsk->bhqs", q, k) / jnp.sqrt(q.shape[-1])
+    attn = jax.nn.softmax(scores, axis=-1)
+    out = jnp.einsum("bhqs,bhsk->bhqk", attn, v)
+    return jnp.einsum("bhqk,hkd->bqd", out, wo)
+
+
+def spec(shape, *axes):
+    return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, P(*axes)))
+
+
+B, S, D, H, K = 8, 32, 64, 4, 16
+example_args = (
+    spec((B, S, D), "data", None, None),
+    spec((D, H, K), None, "model", None),
+    spec((D, H, K), None, "model", None),
+    spec((D, H, K), None, "model", None),
+    spec((H, K, D), "model", None, None),
+)
+'''
+
+
+def _validate_xla_options(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return validate_xla_options(value)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+
+
+_OPTIONS = (
+    Option("devices", "int", 8, "number of virtual XLA CPU devices (--xla_force_host_platform_device_count)",
+           minimum=1, maximum=64),
+    Option("xla_options", "dict", {}, "XLA DebugOptions fields, e.g. {\"xla_cpu_enable_fast_math\": true}; "
+           "names are checked against XLA's DebugOptions", validate_value=_validate_xla_options),
+    Option("time_run", "bool", True, "run the compiled executable on random inputs and time it"),
+)
+
+
+def _device_flags(devices: int) -> str:
+    flags = os.environ.get("XLA_FLAGS", "")
+    flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", flags).strip()
+    return (flags + f" --xla_force_host_platform_device_count={devices}").strip()
+
+
+def _read(path: str, limit: int | None = None) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read(limit) if limit else f.read()
+
+
+def _fatal_message(stderr: str) -> str | None:
+    """XLA's message from an aborted process: the FATAL log line (a failed CHECK) and what
+    follows it, without the stack trace."""
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^F\d{4} ", line) or "Check failed" in line:
+            message = re.sub(r"^F\d{4} [\d:.]+\s+\d+\s+", "", line)
+            tail = []
+            for extra in lines[i + 1: i + 6]:
+                if extra.startswith("*** ") or "Check failure stack trace" in extra or extra.startswith("    @"):
+                    break
+                tail.append(extra)
+            return "\n".join([message] + tail).strip()
+    return None
+
+
+class XlaPipeline(Pipeline):
+    """Shared by the three input languages; subclasses set the key and the example."""
+
+    options = _OPTIONS
+    toolchain_packages = ("jax", "jaxlib")
+
+    def environment(self, request: Request, workdir: str) -> dict[str, str]:
+        # XLA reads the device count when the CPU client starts, so it must be in XLA_FLAGS first.
+        return {"XLA_FLAGS": _device_flags(int(request.options.get("devices", 8)))}
+
+    # --- the child --------------------------------------------------------------------------
+
+    def _compile(self, request: Request, work: str, bundle: Bundle) -> dict[str, Any]:
+        job = {"language": self.key, "source": request.source, "options": dict(request.options),
+               "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": bool(request.options.get("time_run", True))}
+        if self.key == "jax":
+            job["user_file"] = os.path.join(work, "user_program.py")
+            with open(job["user_file"], "w", encoding="utf-8") as f:
+                f.write(request.source)
+        job_path = os.path.join(work, "job.json")
+        with open(job_path, "w", encoding="utf-8") as f:
+            json.dump(job, f)
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = _device_flags(int(request.options.get("devices", 8)))
+        env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        bundle.progress("compiling with XLA")
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "compiler.xla_compile", job_path], cwd=work, env=env,
+                                  capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError("CompileTimeout", f"XLA did not finish within {CHILD_TIMEOUT_S} s") from None
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        result_path = os.path.join(work, "result.json")
+        if not os.path.exists(result_path):
+            message = _fatal_message(proc.stderr)
+            if message is None:
+                raise RuntimeError(f"the XLA child process exited with status {proc.returncode}: "
+                                   f"{proc.stderr[-2000:]}")
+            line = None
+            if self.key == "hlo":
+                from compiler.xla_compile import hlo_error_line, input_names
+                line = hlo_error_line(message, input_names(request.source))
+            phase_path = os.path.join(work, "phase.txt")
+            doing = _read(phase_path).strip() if os.path.exists(phase_path) else "starting"
+            raise UserError("CompileError", f"XLA aborted while {doing}: {message}", line)
+        with open(result_path, encoding="utf-8") as f:
+            result = json.load(f)
+        if "error" in result:
+            e = result["error"]
+            if e["kind"] == "InternalError":
+                raise RuntimeError(e["message"])
+            raise UserError(e["kind"], e["message"], e.get("line"))
+        result["child_ms"] = wall_ms
+        return result
+
+    # --- stages -----------------------------------------------------------------------------
+
+    def run(self, request: Request, bundle: Bundle) -> None:
+        from compiler.pipelines.user_code import workdir
+        # The dump holds every pass snapshot; once its stages are in the bundle it can go.
+        work = tempfile.mkdtemp(prefix="xla-", dir=workdir())
+        try:
+            self._run(request, bundle, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _run(self, request: Request, bundle: Bundle, work: str) -> None:
+        lexer = {"hlo": "hlo", "stablehlo": "mlir", "jax": "python"}[self.key]
+        lines = request.source.count("\n") + 1
+        bundle.add("xla.input", "Input", "Input", lexer, request.source, source_map=[[n, n] for n in range(1, lines + 1)])
+        result = self._compile(request, work, bundle)
+        # MLIR text parsed by XLA gets locations in file "-": its HLO metadata points there.
+        user_file = {"jax": os.path.join(work, "user_program.py"), "stablehlo": "-"}.get(self.key)
+        names = ({i.name: i.line for i in xla_dump.parse_hlo_text(request.source).instructions()}
+                 if self.key == "hlo" else None)
+
+        def hlo_map(text: str) -> list[list[int]]:
+            return xla_dump.hlo_source_map(xla_dump.parse_hlo_text(text), user_file, names, text)
+
+        # StableHLO
+        stablehlo = result["stablehlo"]
+        if self.key == "stablehlo":
+            smap = [[n, n] for n in range(1, lines + 1)]
+        elif self.key == "jax":
+            smap = xla_dump.mlir_source_map(stablehlo, user_file)
+        else:
+            smap = xla_dump.mlir_name_map(stablehlo, names or {})
+        bundle.add("xla.stablehlo", "StableHLO", "Input", "mlir", stablehlo, source_map=smap,
+                   meta={"note": {"hlo": "converted from your HLO by jax.extend.mlir.hlo_to_stablehlo",
+                                  "stablehlo": "your input, compiled as is",
+                                  "jax": "jax.jit(fn).lower(*example_args).as_text(debug_info=True)"}[self.key]})
+
+        bundle.progress("reading XLA's dump")
+        dump_dir = os.path.join(work, "dump")
+        index = xla_dump.read_dump(dump_dir)
+        if index is None:
+            raise RuntimeError("XLA wrote no dump for the compiled module")
+        before_text = _read(os.path.join(dump_dir, index.before_optimizations)) if index.before_optimizations else ""
+
+        runs = xla_dump.pass_runs(result.get("trace") or [], index.prefix.split(".", 1)[1])
+        passes = self._pass_stages(bundle, index, dump_dir, before_text, hlo_map, runs)
+        self._sharding_stages(bundle, index, dump_dir, before_text, result, hlo_map)
+
+        optimized = result["optimized"]
+        opt_module = xla_dump.parse_hlo_text(optimized)
+        bundle.add("xla.optimized", "Optimized HLO", "XLA", "hlo", optimized, source_map=hlo_map(optimized),
+                   meta={"scheduled": opt_module.is_scheduled})
+        costs = {c["name"]: c for c in result.get("cost", [])}
+        sched = xla_dump.schedule(opt_module)
+        for comp in sched:
+            for ins in comp["instructions"]:
+                c = costs.get(ins["name"]) if comp["entry"] else None
+                if c:
+                    ins.update({k: c[k] for k in ("flops", "bytes_accessed", "transcendentals") if k in c})
+        bundle.add("xla.schedule", "Schedule", "XLA", "timeline",
+                   json.dumps({"computations": [c for c in sched if c["instructions"]], "scheduled": opt_module.is_scheduled,
+                               "module": opt_module.name}),
+                   meta={"note": "instruction order of each computation in the scheduled module"})
+        self._memory_stages(bundle, index, dump_dir, result)
+        self._cost_stage(bundle, result)
+        self._code_stages(bundle, index, dump_dir)
+        bundle.add("xla.graph", "HLO graph", "XLA", "dot", result["dot"],
+                   meta={"note": "jaxlib._hlo.hlo_module_to_dot_graph of the optimized module's entry computation"})
+
+        compile_timing: dict[str, Any] = {"total_ms": result["compile_ms"], "child_process_ms": result["child_ms"],
+                                          "passes": passes,
+                                          "passes_note": ("duration of every pass from XLA's TraceMe events "
+                                                          "(nested pipelines appear as passes too)" if runs else
+                                                          "ms between consecutive pass snapshots (file times): "
+                                                          "unchanged passes are not dumped, so each figure covers "
+                                                          "every pass since the previous snapshot, dumping "
+                                                          "included")}
+        phases = xla_dump.trace_phases(result.get("trace") or [], index.prefix.split(".", 1)[1])
+        # `<phase>_s` keys are what the Timings tab draws as bars.
+        if result.get("lower_ms") is not None:
+            compile_timing["lower_ms"] = result["lower_ms"]
+            compile_timing["jax_lowering_s"] = result["lower_ms"] / 1e3
+        compile_timing["xla_compile_s"] = result["compile_ms"] / 1e3
+        if phases:
+            compile_timing["phases_ms"] = phases
+            for key, name in (("hlo_passes_s", "hlo_pass_pipelines"), ("backend_s", "CpuCompiler::RunBackend"),
+                              ("thunk_emission_s", "ThunkEmitter::EmitEntryComputation"),
+                              ("kernel_compile_s", "FusionCompiler::Compile"), ("llvm_codegen_s", "Codegen")):
+                if name in phases:
+                    compile_timing[key] = phases[name] / 1e3
+        compile_timing["source"] = ("wall time of XLA's compile_and_load; phases from XLA's own trace events "
+                                    "(backend includes thunk emission, kernel compile and codegen)")
+        bundle.timing("compile", compile_timing)
+        if result.get("run"):
+            bundle.timing("run", dict(result["run"], what="the compiled executable, all devices, on random inputs"))
+
+    def _pass_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str, before_text: str,
+                     hlo_map: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        snapshots = index.snapshots[:MAX_PASS_SNAPSHOTS]
+        matched = xla_dump.match_runs_to_snapshots(runs, snapshots)
+        run_of_seq = {seq: runs[j] for j, seq in matched.items()}
+        # First read: the index (written before the snapshots so the page lists it first).
+        records = []
+        prev_text = before_text
+        prev_time = (os.stat(os.path.join(dump_dir, index.before_optimizations)).st_mtime_ns
+                     if index.before_optimizations else None)
+        for snap in snapshots:
+            path = os.path.join(dump_dir, snap.file)
+            text = _read(path)
+            mtime = os.stat(path).st_mtime_ns
+            records.append({"seq": snap.seq, "pipeline": snap.pipeline, "pass": snap.after, "next": snap.before,
+                            "changed": text != prev_text, "instructions": xla_dump.instruction_count(text),
+                            "key": f"xla.pass:{snap.seq:04d}.{snap.pipeline}.{snap.after}", "file": snap.file,
+                            "ms_since_previous": None if prev_time is None else round((mtime - prev_time) / 1e6, 3),
+                            "pass_ms": round(run_of_seq[snap.seq]["ms"], 3) if snap.seq in run_of_seq else None})
+            prev_text, prev_time = text, mtime
+        header = f"{'#':>4}  {'pipeline':<40} {'pass':<44} {'changed':<8} {'instrs':>6} {'ms':>8}"
+        rows = [header, "-" * len(header)]
+        for r in records:
+            ms = "" if r["ms_since_previous"] is None else f"{r['ms_since_previous']:.1f}"
+            rows.append(f"{r['seq']:>4}  {r['pipeline']:<40} {r['pass']:<44} {('yes' if r['changed'] else 'no'):<8} "
+                        f"{r['instructions']:>6} {ms:>8}")
+        if runs:
+            keys = {j: f"xla.pass:{seq:04d}" for j, seq in matched.items()}
+            rows += ["", f"Every pass XLA ran ({len(runs)}), from XLA's own trace events; 'snapshot' marks the "
+                         f"passes that changed the module", "",
+                     f"{'pipeline':<44} {'pass':<44} {'ms':>9}  snapshot", "-" * 112]
+            for j, r in enumerate(runs):
+                rows.append(f"{'  ' * (r['depth'] - 1) + r['pipeline']:<44} {r['pass']:<44} {r['ms']:>9.3f}  "
+                            f"{keys.get(j, '')}")
+        dropped = len(index.snapshots) - len(records)
+        note = ("XLA dumps a module after each pass that changed it, and at the start of each pipeline "
+                "(pass 'pipeline-start'); 'changed' compares a snapshot with the one before it; 'ms' is the time "
+                "between consecutive snapshot files.")
+        if dropped > 0:
+            note += f" {dropped} later snapshots were not kept (limit {MAX_PASS_SNAPSHOTS})."
+        bundle.add("xla.passes", "Pass snapshots", "Passes", "text", "\n".join(rows) + "\n",
+                   meta={"passes": records, "note": note, "count": len(index.snapshots),
+                         "runs": [dict(r, snapshot=matched.get(j)) for j, r in enumerate(runs)]})
+        # Second read: one stage per snapshot, each naming the previous one for the diff view.
+        prev_key = None
+        if index.before_optimizations:
+            bundle.add("xla.pass:before_optimizations", "Before optimizations", "Passes", "hlo", before_text,
+                       source_map=hlo_map(before_text))
+            prev_key = "xla.pass:before_optimizations"
+        for r in records:
+            text = _read(os.path.join(dump_dir, r["file"]))
+            bundle.add(r["key"], f"{r['seq']:04d} {r['pipeline']} / {r['pass']}", "Passes", "hlo", text,
+                       source_map=hlo_map(text),
+                       meta={"diff_with": prev_key, "pipeline": r["pipeline"], "pass": r["pass"],
+                             "changed": r["changed"], "instructions": r["instructions"]})
+            prev_key = r["key"]
+        if runs:
+            return [{"pipeline": r["pipeline"], "pass": r["pass"], "ms": round(r["ms"], 3), "changed": j in matched}
+                    for j, r in enumerate(runs) if r["depth"] >= 1]
+        return [{"seq": r["seq"], "pipeline": r["pipeline"], "pass": r["pass"], "ms": r["ms_since_previous"]}
+                for r in records]
+
+    def _sharding_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str, before_text: str,
+                         result: dict[str, Any], hlo_map: Any) -> None:
+        devices = int(result["devices"])
+        propagated = [s for s in index.snapshots if s.before == "spmd-partitioning"]
+        partitioned = [s for s in index.snapshots if s.after == "spmd-partitioning"]
+        prop_text = _read(os.path.join(dump_dir, propagated[-1].file)) if propagated else before_text
+        prop_module = xla_dump.parse_hlo_text(prop_text)
+        before = xla_dump.parse_hlo_text(before_text) if before_text else prop_module
+        arrays = []
+        entry = before.entry
+        params = sorted((i for i in entry.instructions if i.opcode == "parameter"),
+                        key=lambda i: int(i.operands[0]) if i.operands and i.operands[0].isdigit() else 0) if entry else []
+        param_shardings = result["shardings"]["parameters"]
+        for k, p in enumerate(params):
+            # One device: XLA drops the shardings (num_partitions=1), so the array is whole on device 0.
+            text = (param_shardings[k] if k < len(param_shardings) else
+                    "{replicated}" if devices == 1 else (p.sharding or "{replicated}"))
+            leaves = xla_dump.parse_shapes(p.shape)
+            parsed = xla_dump.parse_sharding(text)
+            for n, leaf in enumerate(leaves):
+                # A tuple parameter has one sharding per element.
+                leaf_text = (parsed["elements"][n]["text"] if parsed["type"] == "tuple" and n < len(parsed["elements"])
+                             else text)
+                role = f"parameter {k}" if len(leaves) == 1 else f"parameter {k} {{{n}}}"
+                arrays.append(self._array_picture(role, p.name, leaf, leaf_text, devices))
+        root = next((i for i in entry.instructions if i.is_root), None) if entry else None
+        if root is not None:
+            leaves = xla_dump.parse_shapes(root.shape)
+            outs = result["shardings"]["outputs"]
+            for k, leaf in enumerate(leaves):
+                text = outs[k] if k < len(outs) else "{replicated}"
+                parsed = xla_dump.parse_sharding(text)
+                if parsed["type"] == "tuple" and k < len(parsed["elements"]):
+                    text = parsed["elements"][k]["text"]
+                arrays.append(self._array_picture("result" if len(leaves) == 1 else f"result {k}", root.name,
+                                                  leaf, text, devices))
+        table = [{"name": i.name, "opcode": i.opcode, "shape": i.shape.split("{")[0] if not i.shape.startswith("(") else i.shape,
+                  "sharding": i.sharding or "", "computation": i.computation, "line": i.line}
+                 for i in prop_module.instructions()]
+        spmd_text = _read(os.path.join(dump_dir, partitioned[-1].file)) if partitioned else ""
+        found = xla_dump.collectives(xla_dump.parse_hlo_text(spmd_text), devices) if spmd_text else []
+        source = (f"xla.pass:{propagated[-1].seq:04d}.{propagated[-1].pipeline}.{propagated[-1].after}"
+                  if propagated else "xla.pass:before_optimizations")
+        data = {"devices": devices, "partitioner": "shardy" if result.get("shardy") else "gspmd",
+                "arrays": arrays, "instructions": table, "collectives": found, "from_stage": source}
+        bundle.add("xla.sharding", "Sharding", "SPMD", "mesh", json.dumps(data),
+                   meta={"note": f"shardings after propagation ({source}); collectives of the partitioned module"})
+        if spmd_text:
+            bundle.add("xla.spmd", "Partitioned HLO", "SPMD", "hlo", spmd_text, source_map=hlo_map(spmd_text),
+                       meta={"collectives": found, "snapshot": partitioned[-1].file})
+        else:
+            bundle.add("xla.spmd", "Partitioned HLO", "SPMD", "text",
+                       "XLA ran no SPMD partitioner for this module (one device, or no shardings).\n")
+
+    @staticmethod
+    def _array_picture(role: str, name: str, shape: xla_dump.ArrayShape, sharding: str, devices: int) -> dict[str, Any]:
+        parsed = xla_dump.parse_sharding(sharding)
+        return {"role": role, "name": name, "shape": str(shape), "dims": list(shape.dims), "sharding": sharding,
+                "type": parsed["type"], "tile_dims": parsed.get("tile_dims"), "subgroups": parsed.get("subgroups", []),
+                "tile_devices": parsed.get("devices"),
+                "tiles": xla_dump.sharding_tiles(shape.dims, parsed, devices)}
+
+    def _memory_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str, result: dict[str, Any]) -> None:
+        memory = result["memory"]
+        if not index.buffer_assignment:
+            return
+        ba_text = _read(os.path.join(dump_dir, index.buffer_assignment))
+        bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text, meta={"xla_memory_stats": memory})
+        if not index.live_range:
+            return
+        timeline = xla_dump.memory_timeline(xla_dump.parse_buffer_assignment(ba_text),
+                                            xla_dump.parse_live_range(_read(os.path.join(dump_dir, index.live_range))))
+        timeline["xla_memory_stats"] = memory
+        bundle.add("xla.memory", "Memory over program order", "Memory", "memory", json.dumps(timeline),
+                   meta={"peak_bytes": timeline["peak_bytes"], "temp_size_in_bytes": memory.get("temp_size_in_bytes")})
+
+    def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:
+        rows = result.get("cost", [])
+        total = result.get("cost_total", {})
+        width = max([len(r["name"]) for r in rows] + [11])
+        header = f"{'instruction':<{width}}  {'opcode':<20} {'flops':>14} {'transcend.':>12} {'bytes accessed':>16}"
+        out = [header, "-" * len(header)]
+        for r in rows:
+            if "error" in r:
+                out.append(f"{r['name']:<{width}}  {r['opcode']:<20} (not isolable: {r['error']})")
+                continue
+            out.append(f"{r['name']:<{width}}  {r['opcode']:<20} {r['flops']:>14,.0f} {r['transcendentals']:>12,.0f} "
+                       f"{r['bytes_accessed']:>16,.0f}")
+        out.append("-" * len(header))
+        out.append(f"{'module total (XLA)':<{width}}  {'':<20} {total.get('flops', 0):>14,.0f} "
+                   f"{total.get('transcendentals', 0):>12,.0f} {total.get('bytes accessed', 0):>16,.0f}")
+        note = ("XLA's HloCostAnalysis (jaxlib hlo_module_cost_analysis) per entry instruction, each run on a module "
+                "holding that instruction alone; the total is the executable's cost_analysis(). Per device.")
+        bundle.add("xla.cost", "Cost analysis", "XLA", "text", "\n".join(out) + "\n",
+                   meta={"total": total, "instructions": rows, "note": note})
+
+    def _code_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str) -> None:
+        def kernel_name(module: str) -> str:
+            name = re.sub(r"^__compute_module_", "", module)
+            return re.sub(r"_kernel_module$", "", name)
+
+        for module, file in sorted(index.llvm_ir.items())[:MAX_KERNEL_STAGES]:
+            bundle.add(f"xla.llvm_ir:{kernel_name(module)}", f"LLVM IR {kernel_name(module)}", "Code", "llvm",
+                       _read(os.path.join(dump_dir, file)), meta={"file": file, "note": "after LLVM optimization"})
+        objdump = shutil.which("objdump") or shutil.which("llvm-objdump")
+        if not index.object_files:
+            return
+        if objdump is None:
+            bundle.add("xla.asm", "Assembly", "Code", "text", "no objdump on this machine: object files were "
+                       "dumped but cannot be disassembled\n")
+            return
+        parts = []
+        for module, file in sorted(index.object_files.items()):
+            proc = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", os.path.join(dump_dir, file)],
+                                  capture_output=True, text=True, timeout=120)
+            parts.append(f"# {kernel_name(module)}  ({file})\n" + (proc.stdout or proc.stderr))
+        text = "\n".join(parts)
+        if len(text) > MAX_ASM_BYTES:
+            text = text[:MAX_ASM_BYTES] + "\n[irscope: disassembly cut]\n"
+        bundle.add("xla.asm", "Assembly", "Code", "asm", text,
+                   meta={"note": f"{os.path.basename(objdump)} -d of the object files XLA dumped", "objects": len(parts)})
+
+
+class HloPipeline(XlaPipeline):
+    key = "hlo"
+    title = "XLA HLO"
+    editor_mode = "text"
+    example = HLO_EXAMPLE
+
+
+class StableHloPipeline(XlaPipeline):
+    key = "stablehlo"
+    title = "StableHLO (XLA)"
+    editor_mode = "mlir"
+    example = STABLEHLO_EXAMPLE
+
+
+class JaxPipeline(XlaPipeline):
+    key = "jax"
+    title = "JAX (XLA)"
+    editor_mode = "python"
+    example = JAX_EXAMPLE

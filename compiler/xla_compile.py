@@ -1,0 +1,416 @@
+"""The XLA compile, run in a child process of the XLA pipeline:
+
+    python -m compiler.xla_compile JOB_JSON
+
+XLA aborts the process on some malformed input (a failed CHECK); running the compile here lets
+the pipeline turn an abort into a CompileError carrying XLA's message instead of losing the
+worker. JOB_JSON names the language, the source, the options and a work directory; this module
+writes RESULT (`result.json` in the work directory): either the compiled module's data or
+{"error": {kind, message, line}}. XLA's dump goes to `<workdir>/dump`, which the pipeline parses.
+
+XLA_FLAGS (with --xla_force_host_platform_device_count) must be set before this process starts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+import time
+import traceback
+from typing import Any
+
+from compiler.capture import xla_dump
+
+RESULT = "result.json"
+PHASE = "phase.txt"  # what the child was doing, for the message when XLA aborts it
+_WORKDIR = "."
+
+
+def phase(text: str) -> None:
+    with open(os.path.join(_WORKDIR, PHASE), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+class ChildError(Exception):
+    def __init__(self, kind: str, message: str, line: int | None = None):
+        super().__init__(message)
+        self.kind, self.message, self.line = kind, message, line
+
+
+def hlo_error_line(message: str, names: dict[str, int] | None = None) -> int | None:
+    """The user's line an XLA error points at: the parser's `was parsing L:C`, else the line
+    defining the first instruction the message names."""
+    m = re.search(r"was parsing (\d+):(\d+)", message)
+    if m:
+        return int(m.group(1))
+    m = (re.search(r"loc\(\"[^\"]*\":(\d+):\d+\)", message) or re.search(r"<stdin>:(\d+):\d+", message)
+         or re.search(r"(?:^|\s)-:(\d+):\d+: error", message))  # MLIR text is parsed as file "-"
+    if m:
+        return int(m.group(1))
+    if names:
+        # Best evidence first: the original name XLA keeps in metadata, then the instruction it
+        # prints (renamed `x` -> `x.1` on import), then any word that is an instruction name.
+        for name in re.findall(r'op_name=\\?"([^"\\]+)', message):
+            if name in names:
+                return names[name]
+        for token in re.findall(r"%([\w.\-]+)", message):
+            for candidate in (token, re.sub(r"\.\d+$", "", token)):
+                if candidate in names:
+                    return names[candidate]
+        for token in re.findall(r"[\w.\-]+", message):
+            if token in names:
+                return names[token]
+    return None
+
+
+def input_names(hlo_source: str) -> dict[str, int]:
+    """Instruction name -> 1-based line of the user's HLO that defines it."""
+    return {i.name: i.line for i in xla_dump.parse_hlo_text(hlo_source).instructions()}
+
+
+def _mlir_text(bytecode_or_text: Any) -> str:
+    """StableHLO bytecode -> textual MLIR (with locations), through JAX's own MLIR bindings."""
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib.mlir import ir
+    if isinstance(bytecode_or_text, str):
+        return bytecode_or_text
+    with jmlir.make_ir_context() as ctx:
+        module = ir.Module.parse(bytecode_or_text, context=ctx)
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+def _partition_counts(mlir: str, default_partitions: int) -> tuple[int, int]:
+    parts = re.search(r"mhlo\.num_partitions\s*=\s*(\d+)", mlir)
+    reps = re.search(r"mhlo\.num_replicas\s*=\s*(\d+)", mlir)
+    return (int(reps.group(1)) if reps else 1, int(parts.group(1)) if parts else default_partitions)
+
+
+def lower(job: dict[str, Any]) -> dict[str, Any]:
+    """The StableHLO the compile starts from, per input language."""
+    language, source = job["language"], job["source"]
+    devices = int(job["options"].get("devices", 8))
+    if language == "hlo":
+        import jax.extend.mlir as jax_mlir
+        import jaxlib._hlo as hlo
+        phase("parsing the HLO module")
+        try:
+            module = hlo.hlo_module_from_text(source)
+        except Exception as e:  # noqa: BLE001 - XLA's parser reports through one exception type
+            message = str(e)
+            raise ChildError("SyntaxError", message, hlo_error_line(message, input_names(source))) from None
+        phase("converting the HLO module to StableHLO")
+        try:
+            bytecode = jax_mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+        except Exception as e:  # noqa: BLE001 - the importer checks what the parser let through
+            message = str(e)
+            raise ChildError("CompileError", message, hlo_error_line(message, input_names(source))) from None
+        text = _mlir_text(bytecode)
+        return {"mlir": bytecode, "stablehlo": text, "replicas": 1, "partitions": devices, "shardy": False}
+    if language == "stablehlo":
+        replicas, partitions = _partition_counts(source, devices)
+        return {"mlir": source, "stablehlo": source, "replicas": replicas, "partitions": partitions,
+                "shardy": "sdy." in source}
+    if language == "jax":
+        return lower_jax(job)
+    raise ChildError("InputError", f"unknown language {language!r}")
+
+
+def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
+    """Run the user's file (a real file, so tracebacks name its lines), then jit-lower `fn`."""
+    import jax
+    from compiler.pipelines import user_code
+    from compiler.pipelines.base import UserError
+    path = job["user_file"]
+    phase("running your program")
+    try:
+        namespace, printed = user_code.run_user_file(path)
+    except UserError as e:
+        raise ChildError(e.error.kind, e.error.message, e.error.line) from None
+    fn, args = namespace.get("fn"), namespace.get("example_args")
+    if not callable(fn):
+        raise ChildError("InputError", "the program must define a function named `fn`")
+    if args is None:
+        raise ChildError("InputError", "the program must define `example_args`: a tuple of arrays or "
+                                       "jax.ShapeDtypeStruct")
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    t0 = time.perf_counter()
+    try:
+        lowered = jax.jit(fn).lower(*args)
+        text = lowered.as_text(debug_info=True)
+    except Exception as e:  # noqa: BLE001 - tracing runs user code
+        err = user_code.user_error(e, path)
+        raise ChildError(err.error.kind, err.error.message, err.error.line) from None
+    replicas, partitions = _partition_counts(text, 1)
+    return {"mlir": text, "stablehlo": text, "replicas": replicas, "partitions": partitions,
+            "shardy": bool(jax.config.jax_use_shardy_partitioner), "lower_ms": (time.perf_counter() - t0) * 1e3,
+            "printed": printed}
+
+
+def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
+    import jax
+    import jax.extend.backend as jax_backend
+    from jaxlib import _jax
+    backend = jax_backend.get_backend()
+    count = lowered["replicas"] * lowered["partitions"]
+    available = backend.devices()
+    if count > len(available):
+        raise ChildError("InputError", f"the module needs {count} devices (num_replicas x num_partitions) but "
+                                       f"the devices option gives {len(available)}")
+    devices = available[:count]
+    user_options = dict(job["options"].get("xla_options") or {})
+    pass_lists = {k: user_options.pop(k) for k in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only")
+                  if k in user_options}
+    overrides = {"xla_dump_to": job["dump_dir"], "xla_dump_hlo_pass_re": ".*", "xla_dump_hlo_as_text": True,
+                 "xla_dump_include_timestamp": False, **user_options}
+    opts = jax_backend.get_compile_options(lowered["replicas"], lowered["partitions"],
+                                           env_options_overrides=overrides)
+    opts.executable_build_options.use_shardy_partitioner = lowered["shardy"]
+    debug = opts.executable_build_options.debug_options
+    for key, value in pass_lists.items():
+        setattr(debug, key, value)
+    phase("compiling")
+    session = _start_trace()
+    t0 = time.perf_counter()
+    try:
+        exe = backend.compile_and_load(lowered["mlir"], _jax.DeviceList(tuple(devices)), opts)
+    except Exception as e:  # noqa: BLE001 - XLA reports every compile failure as one exception type
+        _stop_trace(session)
+        message = str(e)
+        if "No such compile option" in message or "is not a valid" in message:
+            raise ChildError("OptionError", message) from None
+        names = input_names(job["source"]) if job["language"] == "hlo" else None
+        line = hlo_error_line(message, names) if job["language"] != "jax" else None
+        kind = "SyntaxError" if job["language"] == "stablehlo" and "Failed to parse" in message else "CompileError"
+        raise ChildError(kind, message, line) from None
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    lowered["trace"] = _stop_trace(session)
+    return exe, devices, backend, compile_ms
+
+
+def _start_trace() -> Any:
+    """A profiler session around the compile: XLA's pass pipelines emit a TraceMe per pass,
+    which gives the duration of every pass, changed or not."""
+    try:
+        from jax._src.lib import _profiler
+        return _profiler.ProfilerSession()
+    except Exception:  # noqa: BLE001 - without a profiler the pass times come from the dump files
+        return None
+
+
+def _stop_trace(session: Any, limit: int = 50000) -> list[list[Any]]:
+    """[name, start_ns, duration_ns] of the host CPU events recorded by the compiler's threads."""
+    if session is None:
+        return []
+    try:
+        from jax._src.lib import _profile_data
+        data = _profile_data.ProfileData.from_serialized_xspace(session.stop())
+    except Exception:  # noqa: BLE001 - as above
+        return []
+    events = []
+    for plane in data.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            if line.name == "python":
+                continue
+            for e in line.events:
+                events.append([e.name, e.start_ns, e.duration_ns])
+                if len(events) >= limit:
+                    return events
+    return events
+
+
+def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list[dict[str, Any]]:
+    """XLA's HloCostAnalysis for each instruction of the entry computation, run on a module
+    holding that one instruction (its operands become parameters; called computations come
+    along verbatim). The analysis itself is XLA's; only the isolation is ours."""
+    import jaxlib._hlo as hlo
+    from jaxlib import _jax
+    module = xla_dump.parse_hlo_text(optimized)
+    entry = module.entry
+    if entry is None:
+        return []
+    lines = optimized.split("\n")
+    # Each computation's text and the computations it calls, so an isolated instruction brings
+    # along only what it reaches (in the printed order, callees first).
+    bodies: dict[str, str] = {}
+    calls: dict[str, set[str]] = {}
+    order = [c.name for c in module.computations if c is not entry]
+    for comp in module.computations:
+        if comp is entry:
+            continue
+        end = comp.line
+        while end <= len(lines) and lines[end - 1].strip() != "}":
+            end += 1
+        bodies[comp.name] = "\n".join(lines[comp.line - 1: end])
+    def callees(ins: xla_dump.HloInstr) -> set[str]:
+        found = set()
+        for key, value in ins.attrs.items():
+            if key in ("calls", "to_apply", "body", "condition", "branch_computations", "true_computation",
+                       "false_computation", "called_computations", "async_execution_thread"):
+                found |= {t for t in re.findall(r"%?([\w.\-]+)", value) if t in bodies}
+        return found
+    for comp in module.computations:
+        if comp is not entry:
+            calls[comp.name] = set().union(*[callees(i) for i in comp.instructions]) if comp.instructions else set()
+
+    def reached(ins: xla_dump.HloInstr) -> list[str]:
+        seen, todo = set(), list(callees(ins))
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(calls.get(name, ()))
+        return [bodies[n] for n in order if n in seen]
+    shapes = {i.name: i.shape for i in entry.instructions}
+    # Keep only the partition/replica counts: collectives are checked against them.
+    counts = re.findall(r"\b(?:num_partitions|replica_count)=\d+", module.header)
+    header = "HloModule cost" + "".join(", " + c for c in counts)
+    out = []
+    for ins in entry.instructions[:limit]:
+        if ins.opcode == "parameter":
+            continue
+        if ins.opcode == "constant":
+            # A constant's "operand" is its literal: keep the printed line as is.
+            params = []
+            root = "  ROOT " + re.sub(r"^\s*(ROOT\s+)?", "", lines[ins.line - 1].rstrip())
+            root = re.sub(r",\s*sharding=\{[^}]*\}", "", root)
+            attrs = ""
+        else:
+            params = [f"  p{k} = {shapes.get(o, 'f32[]')} parameter({k})" for k, o in enumerate(ins.operands)]
+            attrs = ", ".join(f"{k}={v}" for k, v in ins.attrs.items() if k != "sharding")
+            root = f"  ROOT {ins.name} = {ins.shape} {ins.opcode}({', '.join(f'p{k}' for k in range(len(ins.operands)))})"
+        text = "\n\n".join([header] + reached(ins) + ["ENTRY cost_entry {\n" + "\n".join(params + [root + (", " + attrs if attrs else "")]) + "\n}"])
+        record: dict[str, Any] = {"name": ins.name, "opcode": ins.opcode, "line": ins.line}
+        try:
+            costs = _jax.hlo_module_cost_analysis(backend, hlo.hlo_module_from_text(text))
+            record.update({"flops": costs.get("flops", 0.0), "transcendentals": costs.get("transcendentals", 0.0),
+                           "bytes_accessed": costs.get("bytes accessed", 0.0)})
+        except Exception as e:  # noqa: BLE001 - an instruction XLA cannot isolate keeps its row, costless
+            record["error"] = str(e).split("\n")[0][:200]
+        out.append(record)
+    return out
+
+
+def _random_array(rng: Any, shape: xla_dump.ArrayShape) -> Any:
+    import numpy as np
+    import ml_dtypes  # noqa: F401 - registers bf16 and friends with numpy (a jax dependency)
+    dims = shape.dims
+    if shape.dtype == "pred":
+        return rng.integers(0, 2, size=dims).astype(bool)
+    if shape.dtype.startswith(("s", "u")):
+        return rng.integers(0, 8, size=dims).astype({"s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
+                                                     "u8": "uint8", "u16": "uint16", "u32": "uint32",
+                                                     "u64": "uint64"}.get(shape.dtype, "int32"))
+    if shape.dtype in ("c64", "c128"):
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(
+            "complex64" if shape.dtype == "c64" else "complex128")
+    names = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16"}
+    return rng.standard_normal(dims).astype(names.get(shape.dtype, "float32"))
+
+
+def time_execution(exe: Any, devices: list, before_optimizations: str, repeats: int, warmup: int,
+                   budget_s: float = 3.0) -> dict[str, Any]:
+    """Median wall time of the compiled executable on random inputs, after warm-up."""
+    import jax
+    import numpy as np
+    from jax._src.sharding_impls import GSPMDSharding
+    module = xla_dump.parse_hlo_text(before_optimizations)
+    # parameter(N) prints N where operands go.
+    params = sorted((i for i in module.entry.instructions if i.opcode == "parameter"),
+                    key=lambda i: int(i.operands[0]) if i.operands and i.operands[0].isdigit() else 0)
+    shapes = []
+    for p in params:
+        leaves = xla_dump.parse_shapes(p.shape)
+        if p.shape.startswith("(") or len(leaves) != 1:
+            return {"skipped": "tuple-shaped parameters are not fed by the timer"}
+        shapes.append(leaves[0])
+    shardings = exe.get_parameter_shardings() if len(devices) > 1 else None
+    rng = np.random.default_rng(0)
+    host = [_random_array(rng, s) for s in shapes]
+    donated = "input_output_alias" in module.header
+
+    def make_args() -> list:
+        if shardings is None:
+            return [jax.device_put(x, devices[0]) for x in host]
+        return [jax.device_put(x, GSPMDSharding(tuple(devices), s)) for x, s in zip(host, shardings)]
+
+    def once(args: list) -> float:
+        t0 = time.perf_counter()
+        results = exe.execute_sharded(args)
+        for out in results.disassemble_into_single_device_arrays():
+            for shard in out:
+                shard.block_until_ready()
+        return (time.perf_counter() - t0) * 1e3
+
+    args = make_args()
+    started = time.perf_counter()
+    for _ in range(warmup):
+        once(make_args() if donated else args)
+    samples = []
+    for _ in range(repeats):
+        samples.append(once(make_args() if donated else args))
+        if time.perf_counter() - started > budget_s and len(samples) >= 3:
+            break
+    return {"compiled_ms": statistics.median(samples), "spread_ms": max(samples) - min(samples),
+            "min_ms": min(samples), "max_ms": max(samples), "repeats": len(samples), "warmup": warmup,
+            "where": f"host CPU, {len(devices)} virtual XLA device{'s' if len(devices) != 1 else ''}",
+            "inputs": "random (seed 0): standard normal floats, integers in [0, 8)"}
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1], encoding="utf-8") as f:
+        job = json.load(f)
+    global _WORKDIR
+    _WORKDIR = job["workdir"]
+    result_path = os.path.join(job["workdir"], RESULT)
+    try:
+        lowered = lower(job)
+        exe, devices, backend, compile_ms = compile_module(job, lowered)
+        import jaxlib._hlo as hlo
+        from jaxlib import _jax
+        module = exe.hlo_modules()[0]
+        optimized = module.to_string()
+        stats = exe.get_compiled_memory_stats()
+        memory = {k: getattr(stats, k) for k in dir(stats) if k.endswith("_in_bytes") and not k.startswith("_")
+                  and isinstance(getattr(stats, k), int)}
+        cost_total = dict(exe.cost_analysis() or {})
+        shardings = {
+            "parameters": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_parameter_shardings() or []],
+            "outputs": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_output_shardings() or []],
+        }
+        result: dict[str, Any] = {
+            "stablehlo": lowered["stablehlo"], "optimized": optimized, "memory": memory,
+            "cost_total": cost_total, "cost": per_instruction_cost(backend, optimized),
+            "shardings": shardings, "devices": len(devices), "replicas": lowered["replicas"],
+            "partitions": lowered["partitions"], "shardy": lowered["shardy"], "compile_ms": compile_ms,
+            "lower_ms": lowered.get("lower_ms"), "printed": lowered.get("printed", ""),
+            "trace": lowered.get("trace", []),
+            "dot": hlo.hlo_module_to_dot_graph(module),
+        }
+        before = [f for f in os.listdir(job["dump_dir"]) if f.endswith(".before_optimizations.txt")]
+        if job.get("run", True) and before:
+            with open(os.path.join(job["dump_dir"], sorted(before)[-1]), encoding="utf-8") as f:
+                before_text = f.read()
+            phase("running the compiled executable")
+            try:
+                result["run"] = time_execution(exe, devices, before_text, int(job.get("repeats", 20)),
+                                               int(job.get("warmup", 3)))
+            except Exception as e:  # noqa: BLE001 - a failed timing run must not lose the compile
+                result["run"] = {"skipped": f"{type(e).__name__}: {e}"[:500]}
+    except ChildError as e:
+        result = {"error": {"kind": e.kind, "message": e.message[:8000], "line": e.line}}
+    except Exception as e:  # noqa: BLE001 - reported to the pipeline as an internal failure
+        result = {"error": {"kind": "InternalError", "message": traceback.format_exc()[-4000:], "line": None}}
+    tmp = result_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.replace(tmp, result_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

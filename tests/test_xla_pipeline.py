@@ -1,0 +1,278 @@
+"""End to end: the XLA pipelines compile with the real XLA in jaxlib (8 virtual CPU devices,
+in the pipeline's child process) and every stage is checked against what XLA itself reports."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from compiler import pipelines
+from compiler.capture import xla_dump
+from compiler.model import Request
+from compiler.pipelines.base import Bundle, OptionError, UserError
+
+# x: rows split 2 ways, columns 2 ways, each tile on 2 devices; w: columns split 2 ways, each on 4.
+PARTIAL_HLO = """HloModule partial_replication
+
+ENTRY main {
+  x = f32[32,64] parameter(0), sharding={devices=[2,2,2]<=[8] last_tile_dim_replicate}
+  w = f32[64,16] parameter(1), sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}
+  dot = f32[32,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT out = f32[32,16] negate(dot), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}
+}
+"""
+
+
+class Result:
+    def __init__(self, bundle: Bundle):
+        self.manifest = bundle.manifest
+        self.directory = bundle.directory
+        self.stages = {s.key: s for s in bundle.manifest.stages}
+
+    def text(self, key: str) -> str:
+        with open(os.path.join(self.directory, self.stages[key].file), encoding="utf-8") as f:
+            return f.read()
+
+    def data(self, key: str) -> dict:
+        return json.loads(self.text(key))
+
+
+def compile_source(language: str, source: str, tmp: str, **options) -> Result:
+    os.environ["IRSCOPE_WORKDIR"] = tmp
+    pipeline = pipelines.get(language)
+    request = Request(language, source, pipeline.normalise_options(options))
+    bundle = Bundle(os.path.join(tmp, "out"))
+    pipeline.run(request, bundle)
+    return Result(bundle)
+
+
+@pytest.fixture(scope="module")
+def hlo(tmp_path_factory) -> Result:
+    return compile_source("hlo", PARTIAL_HLO, str(tmp_path_factory.mktemp("hlo")))
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory) -> Result:
+    return compile_source("jax", pipelines.get("jax").example, str(tmp_path_factory.mktemp("jax")))
+
+
+REQUIRED = ("xla.input", "xla.stablehlo", "xla.passes", "xla.sharding", "xla.spmd", "xla.optimized", "xla.schedule",
+            "xla.buffer_assignment", "xla.memory", "xla.cost", "xla.asm", "xla.graph")
+
+
+def test_hlo_every_stage_present(hlo):
+    assert set(REQUIRED) <= set(hlo.stages)
+    assert any(k.startswith("xla.llvm_ir:") for k in hlo.stages)
+    assert "Disassembly of section" in hlo.text("xla.asm")
+    assert hlo.text("xla.graph").lstrip().startswith("digraph")
+
+
+def test_hlo_pass_snapshots_listed_in_order_with_diffs(hlo):
+    passes = hlo.stages["xla.passes"].meta["passes"]
+    assert len(passes) > 20
+    names = [(p["pipeline"], p["pass"]) for p in passes]
+    assert names.index(("spmd-partitioner", "sharding-propagation")) < names.index(("spmd-partitioner", "spmd-partitioning"))
+    keys = [k for k in hlo.stages if re.match(r"xla\.pass:\d{4}\.", k)]
+    assert keys == [p["key"] for p in passes]
+    # Each snapshot names the one before it for the diff view; the chain starts at the input.
+    previous = "xla.pass:before_optimizations"
+    for key in keys:
+        assert hlo.stages[key].meta["diff_with"] == previous
+        previous = key
+    # 'changed' and the instruction count come from the snapshot texts themselves.
+    for p in passes:
+        assert p["instructions"] == xla_dump.instruction_count(hlo.text(p["key"]))
+    part = next(p for p in passes if p["pass"] == "spmd-partitioning")
+    assert part["changed"]
+    # Every pass XLA ran, timed by its own trace; the changed ones point at their snapshot.
+    runs = hlo.stages["xla.passes"].meta["runs"]
+    assert len(runs) > len(passes)
+    snap_keys = {p["seq"]: p["key"] for p in passes}
+    for r in runs:
+        if r["snapshot"] is not None:
+            assert snap_keys[r["snapshot"]].endswith("." + r["pass"].replace(" ", "_"))
+    assert any(r["pass"] == "spmd-partitioning" and r["snapshot"] is not None for r in runs)
+    timing = hlo.manifest.timings["compile"]
+    assert timing["total_ms"] > 0 and timing["phases_ms"]["CpuCompiler::RunBackend"] > 0
+    assert sum(1 for p in timing["passes"] if not p["changed"]) > 0
+
+
+def test_hlo_partitioner_inserted_the_collectives_the_shardings_need(hlo):
+    data = hlo.data("xla.sharding")
+    x = next(a for a in data["arrays"] if a["role"] == "parameter 0")
+    # Partial replication: 4 tiles, each held by 2 devices.
+    assert [t["devices"] for t in x["tiles"]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert x["tiles"][1]["ranges"] == [[0, 16], [32, 64]]
+    spmd = hlo.text("xla.spmd")
+    found = {c["name"]: c for c in hlo.stages["xla.spmd"].meta["collectives"]}
+    ops = sorted(c["opcode"] for c in found.values())
+    assert "all-gather" in ops and "collective-permute" in ops
+    for c in found.values():
+        assert re.search(rf"%{re.escape(c['name'])} = .* {c['opcode']}\(", spmd)
+    # The dot contracts x's split columns: x is all-gathered over dimension 1 between the devices
+    # holding the same rows and different columns.
+    tile_of = {d: tuple(t["index"]) for t in x["tiles"] for d in t["devices"]}
+    gather_x = next(c for c in found.values() if c["opcode"] == "all-gather" and c["dimensions"] == "{1}"
+                    and c["operand_bytes"] == 16 * 32 * 4)
+    for group in gather_x["groups"]:
+        assert len({tile_of[d][0] for d in group}) == 1 and len({tile_of[d][1] for d in group}) == 2
+    # Propagation gave the dot the result's sharding.
+    table = {i["name"]: i["sharding"] for i in data["instructions"]}
+    assert table["dot.1"] == "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"
+
+
+def test_hlo_memory_peak_is_xla_temp_size(hlo):
+    memory = hlo.data("xla.memory")
+    assert memory["peak_bytes"] == memory["xla_memory_stats"]["temp_size_in_bytes"] > 0
+    assert memory["live_at_peak"]
+    assert "preallocated-temp" in hlo.text("xla.buffer_assignment")
+
+
+def test_hlo_cost_per_instruction_adds_up_to_xla_total(hlo):
+    meta = hlo.stages["xla.cost"].meta
+    rows = [r for r in meta["instructions"] if "error" not in r]
+    assert sum(r["flops"] for r in rows) == pytest.approx(meta["total"]["flops"])
+    assert sum(r["bytes_accessed"] for r in rows) == pytest.approx(meta["total"]["bytes accessed"])
+    # Per device: a 16x64 by 64x16 dot.
+    assert meta["total"]["flops"] >= 2 * 16 * 64 * 16
+
+
+def test_hlo_schedule_and_source_map(hlo):
+    sched = hlo.data("xla.schedule")
+    entry = next(c for c in sched["computations"] if c["entry"])
+    optimized = xla_dump.parse_hlo_text(hlo.text("xla.optimized"))
+    assert [i["name"] for i in entry["instructions"]] == [i.name for i in optimized.entry.instructions]
+    # The dot's metadata names the input's `dot`, line 6.
+    pairs = dict(map(tuple, hlo.stages["xla.optimized"].source_map))
+    dots = [i.line for i in optimized.instructions() if i.metadata.get("op_name") == "dot"]
+    assert dots and all(pairs[line] == 6 for line in dots)
+    run = hlo.manifest.timings["run"]
+    assert run["repeats"] >= 3 and run["min_ms"] <= run["compiled_ms"] <= run["max_ms"]
+    assert run["where"] == "host CPU, 8 virtual XLA devices"
+
+
+def test_jax_attention_on_a_4x2_mesh(attention):
+    assert set(REQUIRED) <= set(attention.stages)
+    data = attention.data("xla.sharding")
+    assert data["partitioner"] == "shardy" and data["devices"] == 8
+    x = next(a for a in data["arrays"] if a["role"] == "parameter 0")
+    # Batch over "data" (4 ways), replicated over "model" (2 devices per tile).
+    assert len(x["tiles"]) == 4 and all(len(t["devices"]) == 2 for t in x["tiles"])
+    # Heads are split over "model", so the output projection sums partial results over it.
+    colls = attention.stages["xla.spmd"].meta["collectives"]
+    reduce = [c for c in colls if c["opcode"] == "all-reduce"]
+    assert reduce and reduce[0]["groups"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    memory = attention.data("xla.memory")
+    assert memory["peak_bytes"] == memory["xla_memory_stats"]["temp_size_in_bytes"]
+    assert any(k.endswith(".shardy-xla") for k in attention.stages)
+
+
+def test_jax_source_maps_reach_the_users_lines(attention):
+    source = attention.text("xla.input").split("\n")
+    stablehlo = attention.text("xla.stablehlo").split("\n")
+    pairs = attention.stages["xla.stablehlo"].source_map
+    assert pairs
+    for a, u in pairs:
+        if "stablehlo.exponential" in stablehlo[a - 1]:
+            assert "softmax" in source[u - 1]
+    spmd_pairs = attention.stages["xla.spmd"].source_map
+    spmd = attention.text("xla.spmd").split("\n")
+    ar_lines = [a for a, _ in spmd_pairs if " all-reduce(" in spmd[a - 1]]
+    assert ar_lines and all('"bhqk,hkd->bqd"' in source[u - 1] for a, u in spmd_pairs if a in ar_lines)
+
+
+def test_malformed_hlo_names_the_line(tmp_path):
+    bad = PARTIAL_HLO.replace("dot(x, w)", "dot(x, v)")
+    with pytest.raises(UserError) as info:
+        compile_source("hlo", bad, str(tmp_path))
+    assert info.value.error.kind == "SyntaxError"
+    assert info.value.error.line == 6
+    assert "instruction does not exist: v" in info.value.error.message
+
+
+def test_xla_abort_comes_back_as_compile_error(tmp_path):
+    # An iota replica-group list whose sizes disagree passes the parser, then fails a CHECK
+    # (abort) when XLA converts the module; the worker survives and reports XLA's message.
+    bad = """HloModule aborts
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[8,8] parameter(0)
+  ROOT y = f32[8,8] all-reduce(x), replica_groups=[2,2]<=[8], to_apply=add
+}
+"""
+    with pytest.raises(UserError) as info:
+        compile_source("hlo", bad, str(tmp_path))
+    assert info.value.error.kind == "CompileError"
+    message = info.value.error.message
+    assert message.startswith("XLA aborted while converting the HLO module to StableHLO")
+    assert "Check failed: new_num_elements == num_elements() (4 vs. 8)" in message
+
+
+def test_xla_options_are_validated_and_applied(tmp_path):
+    pipeline = pipelines.get("hlo")
+    with pytest.raises(OptionError, match="not a field of XLA's DebugOptions"):
+        pipeline.normalise_options({"xla_options": {"xla_no_such_option": True}})
+    with pytest.raises(OptionError, match="is a bool"):
+        pipeline.normalise_options({"xla_options": {"xla_cpu_enable_fast_math": 2}})
+    result = compile_source("hlo", PARTIAL_HLO, str(tmp_path), devices=8,
+                            xla_options={"xla_disable_hlo_passes": ["algsimp", "cse"]})
+    passes = {p["pass"] for p in result.stages["xla.passes"].meta["passes"]}
+    assert "spmd-partitioning" in passes and not passes & {"algsimp", "cse"}
+
+
+def test_jax_user_error_names_the_line(tmp_path):
+    source = "import jax.numpy as jnp\n\ndef fn(x):\n    return x @ jnp.ones((3, 3))\n\nexample_args = (jnp.ones((2, 2)),)\n"
+    with pytest.raises(UserError) as info:
+        compile_source("jax", source, str(tmp_path), devices=1)
+    assert info.value.error.kind == "UserCodeError" and info.value.error.line == 4
+
+
+def test_stablehlo_example_maps_hlo_back_to_its_lines(tmp_path):
+    pipeline = pipelines.get("stablehlo")
+    result = compile_source("stablehlo", pipeline.example, str(tmp_path))
+    source = pipeline.example.split("\n")
+    optimized = xla_dump.parse_hlo_text(result.text("xla.pass:before_optimizations"))
+    pairs = dict(map(tuple, result.stages["xla.pass:before_optimizations"].source_map))
+    dot = next(i for i in optimized.instructions() if i.opcode == "dot")
+    assert "stablehlo.dot_general" in source[pairs[dot.line] - 1]
+    colls = result.stages["xla.spmd"].meta["collectives"]
+    # Rows in, columns out: the partitioner has to move data between all 8 devices.
+    assert colls and all(c["group_size"] == 8 for c in colls)
+
+
+def test_pipeline_modules_import_no_jax():
+    import subprocess
+    import sys
+    code = ("import sys; from compiler import pipelines\n"
+            "for k in ('hlo', 'stablehlo', 'jax'):\n"
+            "    p = pipelines.get(k); p.normalise_options({'xla_options': {'xla_cpu_enable_fast_math': True}})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib')))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_malformed_stablehlo_names_the_line(tmp_path):
+    bad = pipelines.get("stablehlo").example.replace("stablehlo.logistic %0", "stablehlo.logistic %9")
+    with pytest.raises(UserError) as info:
+        compile_source("stablehlo", bad, str(tmp_path))
+    assert info.value.error.kind == "SyntaxError" and info.value.error.line == 6
+    assert "use of undeclared SSA value name" in info.value.error.message
+
+
+def test_xla_verifier_error_names_the_instruction_line(tmp_path):
+    bad = PARTIAL_HLO.replace("sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}",
+                              "sharding={devices=[2,2]<=[4]}")
+    with pytest.raises(UserError) as info:
+        compile_source("hlo", bad, str(tmp_path))
+    assert info.value.error.kind == "CompileError"
+    assert "tile_assignment should have 8 devices but has 4" in info.value.error.message
+    assert info.value.error.line == 5  # the line defining w
