@@ -85,3 +85,15 @@ def test_graph_break_and_guard_locations(entries):
     assert sm.graph_break_line(reason, ("/elsewhere.py",)) is None
     text = "| | +- TENSOR_MATCH: check_tensor(L['x'])  # y = self.lin(x)  # tmp/t1/m.py:7 in forward"
     assert sm.trailing_location_map(text, USER) == [[1, 7]]
+
+
+def test_fx_graph_drawing_has_the_graphs_dataflow(entries):
+    from compiler.capture import fx_graph_dot
+    from viewers import graph
+    dot = fx_graph_dot.to_dot(torch_trace.of_kind(entries, "dynamo_output_graph")[1].payload)
+    for edge in ('"L_y_" -> "relu"', '"relu" -> "add"', '"add" -> "softmax"', '"softmax" -> "output"'):
+        assert edge in dot
+    assert dot.count(" -> ") == 4  # `torch.relu` is an attribute, not a use of node `relu`
+    assert 'label="line 9: return torch.softmax(torch.relu(y) + 1, dim=-1)"' in dot  # clustered by user line
+    svg = graph.render(dot, {})
+    assert "<svg" in svg and "softmax" in svg

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from compiler.capture import torch_source_map, torch_trace
+from compiler.capture import fx_graph_dot, torch_source_map, torch_trace
 from compiler.model import Request
 from compiler.pipelines import torch_artifact_logs
 from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
@@ -274,6 +274,9 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
                 stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
                 if not bundle.has(stage_key):
                     bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs)
+                    if kind == "dynamo_output_graph":
+                        bundle.add(f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
+                                   f"FX graph drawing [{cid}]", group, "dot", fx_graph_dot.to_dot(entry.payload))
         kernels: dict[str, set[int]] = {}
         for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_kernel_stack_traces"):
             try:
