@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+import json
+
 from tests.conftest import compile_and_wait, needs_bwrap, stage_text
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
@@ -77,8 +79,17 @@ def test_graph_break_model_all_core_stages(client):
     run = job["timings"]["run"]
     assert run["eager_ms"] > 0 and run["compiled_ms"] > 0 and run["compiled_repeats"] >= 5
     assert run["speedup"] == pytest.approx(run["eager_ms"] / run["compiled_ms"], rel=0.01)
-    assert run["accuracy"]["max_abs_error"] < 1e-5
+    assert run["accuracy"]["vs_eager"]["max_abs_error"] < 1e-5
+    assert run["accuracy"]["vs_float64_eager"]["compared"] == 1
+    assert run["memory"]["eager_peak_bytes"] > 0 and run["memory"]["compiled_peak_bytes"] > 0
     assert "host CPU" in run["where"]
+    profile = json.loads(stage_text(client, job["id"], "run.kernels"))
+    assert any("addmm" in row["name"] for row in profile["table"])  # the extern kernel, as the profiler saw it
+    assert profile["events"] and all(e["dur_us"] >= 0 for e in profile["events"])
+    # bytecode of every frame, original and modified, linked to the user's lines
+    bytecode = _json(client, job["id"], "dynamo.bytecode:0/0_1")
+    assert "ORIGINAL BYTECODE forward" in bytecode["text"] and "MODIFIED BYTECODE forward" in bytecode["text"]
+    assert any(b == PRINT_LINE for a, b in bytecode["source_map"])
     # fusion decisions and the scheduler IR, per graph, linked to the user's lines
     fusion = _json(client, job["id"], "inductor.fusion:1/0")
     assert "fusion complete" in fusion["text"] and any(b == SOFTMAX_LINE for a, b in fusion["source_map"])
@@ -148,3 +159,49 @@ def test_conv_net_in_eval_mode_is_an_inference_graph(client):
            "l_fn_modules_1_parameters_bias_, False, 0.1, 1e-05)" in graph
     code = stage_text(client, job["id"], "inductor.output_code:0/0")
     assert "extern_kernels.convolution" in code or "torch.ops.aten.convolution" in code
+
+
+EXPORT_MODEL = '''import torch
+
+
+def model(x, y):
+    return torch.softmax(x @ y, dim=-1)
+
+
+example_inputs = (torch.randn(8, 16), torch.randn(16, 8))
+'''
+
+
+def test_export_path_builds_an_aoti_package(client):
+    job = compile_and_wait(client, "pytorch", EXPORT_MODEL, {"export": True})
+    assert job["status"] == "done", job["error"]
+    program = stage_text(client, job["id"], "export.program")
+    assert program.startswith("ExportedProgram:") and "torch.ops.aten.softmax.int(matmul, -1)" in program
+    package = stage_text(client, job["id"], "aoti.package")
+    assert ".wrapper.cpp" in package and ".wrapper.so" in package
+    wrapper = stage_text(client, job["id"], "aoti.wrapper")
+    assert "AOTInductorModel::run_impl" in wrapper
+    keys = [s["key"] for s in job["stages"]]
+    assert "inductor.post_grad_graph:export" in keys, keys
+    assert job["timings"]["run"]["compiled_ms"] > 0
+
+
+RECOMPILE_SOURCE = '''import torch
+
+
+def model(x):
+    return x * 2
+
+
+example_inputs = (torch.randn(4),)
+f = torch.compile(model, backend="eager", dynamic=False)
+f(torch.randn(4))
+f(torch.randn(5))
+'''
+
+
+def test_recompiles_are_reported_with_the_failed_guard(client):
+    job = compile_and_wait(client, "pytorch", RECOMPILE_SOURCE, {"backend": "eager"})
+    assert job["status"] == "done", job["error"]
+    text = stage_text(client, job["id"], "dynamo.recompiles")
+    assert "size mismatch" in text or "tensor 'x'" in text, text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from viewers import code, graph, memory, mesh, timeline
+from viewers import code, graph, memory, mesh, profile, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
 
@@ -27,6 +27,7 @@ VIEWERS: dict[str, Viewer] = {
     "ptx": _code("ptx"),
     "asm": _code("gas"),
     "sass": _code("gas"),
+    "amdgcn": _code("gas"),
     "diff": _code("diff"),
     "json": _code("json"),
     "text": _code("text"),
@@ -34,6 +35,7 @@ VIEWERS: dict[str, Viewer] = {
     "memory": memory.render,
     "timeline": timeline.render,
     "dot": graph.render,
+    "profile": profile.render,
 }
 
 

@@ -177,3 +177,27 @@ def mention_map(text: str, user_paths: tuple[str, ...]) -> list[list[int]]:
             if _is_user_path(m.group("path"), user_paths):
                 pairs.append([number, int(m.group("line"))])
     return pairs
+
+
+_BYTECODE_HEADER = re.compile(r"^(?:ORIGINAL|MODIFIED) BYTECODE \S+ (?P<path>\S+) line \d+")
+_DIS_LINE = re.compile(r"^\s{0,3}(?P<line>\d+)\s{2,}")
+
+
+def bytecode_map(text: str, user_paths: tuple[str, ...]) -> list[list[int]]:
+    """Pairs for Dynamo's bytecode log (`dis` listings under "ORIGINAL BYTECODE fn file line N"
+    headers): each instruction maps to the line `dis` gives it, in frames of the user's file."""
+    pairs: list[list[int]] = []
+    user_frame, current = False, None
+    for number, line in enumerate(text.split("\n"), start=1):
+        header = _BYTECODE_HEADER.match(line)
+        if header:
+            user_frame, current = _is_user_path(header.group("path"), user_paths), None
+            continue
+        if not user_frame:
+            continue
+        match = _DIS_LINE.match(line)
+        if match:
+            current = int(match.group("line"))
+        if current is not None and line.strip():
+            pairs.append([number, current])
+    return pairs

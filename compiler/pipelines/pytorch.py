@@ -13,7 +13,7 @@ from typing import Any
 
 from compiler.capture import fx_graph_dot, torch_source_map, torch_trace
 from compiler.model import Request
-from compiler.pipelines import torch_artifact_logs
+from compiler.pipelines import torch_artifact_logs, torch_export, torch_measure
 from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
 from compiler.pipelines.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
     write_user_file
@@ -92,6 +92,9 @@ class PyTorchPipeline(Pipeline):
         Option("fullgraph", "bool", False, "Fail on the first graph break instead of splitting the graph."),
         Option("training", "bool", False, "Also run backward (loss = sum of the outputs), so AOTAutograd "
                                           "builds and Inductor compiles the backward graph."),
+        Option("cpp_wrapper", "bool", False, "Generate a C++ wrapper instead of Python (inductor cpp_wrapper)."),
+        Option("export", "bool", False, "Take the export path instead: torch.export.export, then AOTInductor "
+                                        "(aoti_compile_and_package) into a .pt2 package, loaded and timed."),
         Option("inductor_config", "dict", {}, "torch._inductor.config overrides, e.g. {\"max_autotune\": true}; "
                                               "an unknown key is an error.",
                validate_value=_validate_inductor_config),
@@ -121,26 +124,32 @@ class PyTorchPipeline(Pipeline):
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1
         logs = torch_artifact_logs.install(torch)
+        inductor_config.cpp_wrapper = options["cpp_wrapper"]
         for key, value in options["inductor_config"].items():
             _set_config(inductor_config, key, value)
+        if options["export"] and options["training"]:
+            raise UserError("OptionError", "export and training do not combine: torch.export captures inference "
+                                           "graphs for AOTInductor")
 
         bundle.progress("running your source")
         namespace, printed = run_source(bundle, path)
         model, inputs = _entry_points(namespace, torch)
-        compiled = torch.compile(model, backend=options["backend"],
-                                 mode=None if options["mode"] == "default" else options["mode"],
-                                 dynamic=None if options["dynamic"] == "auto" else options["dynamic"],
-                                 fullgraph=options["fullgraph"])
+        compiled = None if options["export"] else torch.compile(
+            model, backend=options["backend"], mode=None if options["mode"] == "default" else options["mode"],
+            dynamic=None if options["dynamic"] == "auto" else options["dynamic"], fullgraph=options["fullgraph"])
         bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)")
         sink = CappedText(output_limit())
         error: UserError | None = None
         started = time.perf_counter()
         try:
             with captured_stdout(sink):
+                if options["export"]:
+                    compiled = torch_export.export_and_package(model, inputs, os.path.dirname(path), bundle,
+                                                               (path, USER_FILE), torch)
                 outputs = compiled(*inputs)
                 if options["training"]:
                     bundle.progress("running backward (compiles the backward graph)")
-                    _loss(outputs, torch).backward()
+                    torch_measure.loss_of(outputs, torch).backward()
         except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -159,7 +168,10 @@ class PyTorchPipeline(Pipeline):
         if error is not None:
             raise error
         bundle.progress("timing eager and compiled calls")
-        bundle.timing("run", _measure(model, compiled, inputs, options["training"], torch))
+        run = torch_measure.measure(model, compiled, inputs, options["training"], torch)
+        kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
+        bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", json.dumps(kernels))
+        bundle.timing("run", run)
 
 
 def _set_config(config: Any, key: str, value: Any) -> None:
@@ -202,70 +214,25 @@ def _entry_points(namespace: dict[str, Any], torch: Any) -> tuple[Any, tuple]:
     return model, inputs
 
 
-def _measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any) -> dict[str, Any]:
-    """Eager vs compiled wall time per call on the host CPU: torch.utils.benchmark after warm-up,
-    median and interquartile range of its blocked measurements; plus the outputs' largest error."""
-    from torch.utils.benchmark import Timer
-
-    def step(fn: Any) -> Any:
-        out = fn(*inputs)
-        if training:
-            _loss(out, torch).backward()
-        return out
-
-    sink = CappedText(0)  # prints inside forward would flood the timing loop's output
-    result: dict[str, Any] = {"where": f"host CPU ({torch.get_num_threads()} threads), torch.utils.benchmark",
-                              "what": "forward + backward" if training else "forward"}
-    with captured_stdout(sink):
-        for name, fn in (("eager", model), ("compiled", compiled)):
-            for _ in range(3):  # warm-up: caches, allocator, lazy backward compile
-                step(fn)
-            m = Timer(stmt="step(fn)", globals={"step": step, "fn": fn}).blocked_autorange(min_run_time=0.5)
-            result[f"{name}_ms"] = round(m.median * 1e3, 4)
-            result[f"{name}_iqr_ms"] = round(m.iqr * 1e3, 4)
-            result[f"{name}_repeats"] = len(m.times)
-            result[f"{name}_calls_per_repeat"] = m.number_per_run
-        result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] else None
-        with torch.no_grad():
-            result["accuracy"] = _accuracy(model(*inputs), compiled(*inputs), torch)
-    return result
-
-
-def _accuracy(expected: Any, actual: Any, torch: Any) -> dict[str, Any]:
-    import torch.utils._pytree as pytree
-    pairs = [(e, a) for e, a in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual))
-             if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and e.is_floating_point()]
-    if not pairs:
-        return {"compared": 0}
-    abs_err = max(float((a.double() - e.double()).abs().max()) for e, a in pairs)
-    rel_err = max(float(((a.double() - e.double()).abs() / e.double().abs().clamp_min(1e-12)).max()) for e, a in pairs)
-    return {"compared": len(pairs), "max_abs_error": abs_err, "max_rel_error": rel_err,
-            "against": "eager, same dtype"}
-
-
-def _loss(outputs: Any, torch: Any) -> Any:
-    import torch.utils._pytree as pytree
-    tensors = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
-    if not tensors:
-        raise UserError("InputError", "training: no output requires grad, so there is no backward to compile")
-    return sum(t.sum() for t in tensors)
-
-
 def _error_kind(exc: BaseException) -> str:
     module = type(exc).__module__ or ""
     return "CompileError" if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
         else "UserCodeError"
 
 
-def _qualifier(entry: torch_trace.TraceEntry) -> str:
-    return entry.compile_id or "?"
+# Trace entries outside any Dynamo frame (AOTInductor on the export path) are grouped under this.
+UNFRAMED = "export"
+
+
+def _cid(entry: torch_trace.TraceEntry) -> str:
+    return entry.compile_id or UNFRAMED
 
 
 def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> None:
     """Write the graph and code stages, in compile order, with source maps."""
     node_lines: dict[str, dict[str, set[int]]] = {}
-    for cid in torch_trace.compile_ids(entries):
-        for_cid = [e for e in entries if e.compile_id == cid]
+    for cid in dict.fromkeys(_cid(e) for e in entries):
+        for_cid = [e for e in entries if _cid(e) == cid]
         for kind, key, title, group in _GRAPH_STAGES:
             for i, entry in enumerate(torch_trace.of_kind(for_cid, kind)):
                 pairs, nodes = torch_source_map.fx_code_map(entry.payload, user_paths)
@@ -296,10 +263,12 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
         for entry in torch_trace.of_kind(for_cid, "dynamo_cpp_guards_str"):
             bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
                        source_map=torch_source_map.trailing_location_map(entry.payload, user_paths))
-        bytecode = [e for e in for_cid if e.kind == "artifact" and e.name.endswith("_BYTECODE")]
-        if bytecode:
-            text = "\n\n".join(f"# {e.name}\n{e.payload}" for e in bytecode)
-            bundle.add(f"dynamo.bytecode:{cid}", f"Bytecode [{cid}]", "Dynamo", "text", text)
+    recompiles = torch_trace.of_kind(entries, "recompile_reasons")
+    if recompiles:
+        text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{e.payload.strip()}"
+                            for n, e in enumerate(recompiles, start=1))
+        bundle.add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
+                   source_map=torch_source_map.mention_map(text, user_paths))
     breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
     if breaks:
         parts, pairs, offset = [], [], 0
@@ -316,6 +285,7 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
 
 # artifact log -> (stage key prefix, title, format)
 _LOG_STAGES = (
+    ("bytecode", "dynamo.bytecode", "Bytecode, original and modified"),
     ("ir_pre_fusion", "inductor.ir_pre_fusion", "IR before fusion"),
     ("ir_post_fusion", "inductor.ir_post_fusion", "IR after fusion"),
     ("fusion", "inductor.fusion", "Fusion decisions"),
@@ -326,6 +296,8 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
                       user_paths: tuple[str, ...]) -> None:
     def trace_id(log_id: str) -> str:
         # The logging side knows "0/0"; the trace names the attempt that got through ("0/0_1").
+        if log_id == "?":  # no compile context: AOTInductor on the export path
+            return UNFRAMED
         attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
         return attempts[-1] if attempts else log_id
 
@@ -334,9 +306,14 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
         for artifact, key, title in _LOG_STAGES:
             text = texts.get((log_id, artifact))
             if text:
-                pairs = torch_source_map.ir_block_map(text, user_paths) if artifact.startswith("ir_") \
-                    else torch_source_map.mention_map(text, user_paths)
-                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", "Inductor", "text", text, source_map=pairs)
+                if artifact.startswith("ir_"):
+                    pairs = torch_source_map.ir_block_map(text, user_paths)
+                elif artifact == "bytecode":
+                    pairs = torch_source_map.bytecode_map(text, user_paths)
+                else:
+                    pairs = torch_source_map.mention_map(text, user_paths)
+                group = "Dynamo" if key.startswith("dynamo.") else "Inductor"
+                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs)
 
 
 def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:

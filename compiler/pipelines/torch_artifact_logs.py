@@ -1,4 +1,4 @@
-"""Collect PyTorch's artifact logs (the ones TORCH_LOGS="fusion,ir_pre_fusion,ir_post_fusion"
+"""Collect PyTorch's artifact logs (the ones TORCH_LOGS="bytecode,fusion,ir_pre_fusion,ir_post_fusion"
 prints) per compile id, without printing them.
 
 These artifacts go to Python logging, not to the structured trace, so a handler on their loggers
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-ARTIFACTS = ("fusion", "ir_pre_fusion", "ir_post_fusion")
+ARTIFACTS = ("bytecode", "fusion", "ir_pre_fusion", "ir_post_fusion")
 
 
 class _Collector(logging.Handler):
@@ -31,6 +31,7 @@ class _Collector(logging.Handler):
 
 def install(torch: Any) -> _Collector:
     """Enable the artifact loggers and route them to a collector (and nowhere else)."""
+    import torch._dynamo.convert_frame  # noqa: F401 - creates the bytecode artifact logger
     import torch._inductor.debug  # noqa: F401 - creates the ir_*_fusion artifact loggers
     import torch._inductor.scheduler  # noqa: F401 - creates the fusion artifact logger
     torch._logging.set_logs(**{name: True for name in ARTIFACTS})

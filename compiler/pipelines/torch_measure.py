@@ -1,0 +1,118 @@
+"""What compiling bought, measured on the worker's device: eager vs compiled time per call, peak
+memory, accuracy, and the profiler's view of one compiled call. Runs after the compile, on the
+objects the user's source defined; nothing here changes what was compiled (no grad-mode switch,
+which would guard-fail and recompile)."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+from compiler.pipelines.user_code import CappedText, captured_stdout
+
+MAX_TIMELINE_EVENTS = 400
+
+
+def loss_of(outputs: Any, torch: Any) -> Any:
+    """The training loss irscope uses: the sum of every output that requires grad."""
+    import torch.utils._pytree as pytree
+    from compiler.pipelines.base import UserError
+    tensors = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not tensors:
+        raise UserError("InputError", "training: no output requires grad, so there is no backward to compile")
+    return sum(t.sum() for t in tensors)
+
+
+def _stepper(inputs: tuple, training: bool, torch: Any) -> Callable[[Any], Any]:
+    def step(fn: Any) -> Any:
+        out = fn(*inputs)
+        if training:
+            loss_of(out, torch).backward()
+        return out
+    return step
+
+
+def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any) -> dict[str, Any]:
+    """`timings.run`: medians with spread, memory peaks, accuracy; and the kernel profile."""
+    from torch.utils.benchmark import Timer
+    step = _stepper(inputs, training, torch)
+    result: dict[str, Any] = {"where": f"host CPU ({torch.get_num_threads()} threads), torch.utils.benchmark",
+                              "what": "forward + backward" if training else "forward",
+                              "statistic": "median per call after 3 warm-up calls; spread is the IQR"}
+    outputs: dict[str, Any] = {}
+    with captured_stdout(CappedText(0)):  # prints inside forward would flood the output
+        for name, fn in (("eager", model), ("compiled", compiled)):
+            for _ in range(3):  # warm-up: caches, allocator, the lazily compiled backward
+                outputs[name] = step(fn)
+            m = Timer(stmt="step(fn)", globals={"step": step, "fn": fn}).blocked_autorange(min_run_time=0.5)
+            result[f"{name}_ms"] = round(m.median * 1e3, 4)
+            result[f"{name}_iqr_ms"] = round(m.iqr * 1e3, 4)
+            result[f"{name}_repeats"] = len(m.times)
+            result[f"{name}_calls_per_repeat"] = m.number_per_run
+        result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] else None
+        reference = _float64_reference(model, inputs, torch)
+        result["accuracy"] = {"vs_eager": _errors(outputs["eager"], outputs["compiled"], torch)}
+        if reference is not None:
+            result["accuracy"]["vs_float64_eager"] = _errors(reference, outputs["compiled"], torch)
+            result["accuracy"]["eager_vs_float64_eager"] = _errors(reference, outputs["eager"], torch)
+        profiles = {name: _profile(step, fn, torch) for name, fn in (("eager", model), ("compiled", compiled))}
+    result["memory"] = {f"{name}_peak_bytes": p["peak_bytes"] for name, p in profiles.items()}
+    result["memory"]["how"] = ("torch.profiler (profile_memory) over one call: the highest running total of "
+                               "bytes allocated minus freed, in time order")
+    result["kernels"] = profiles["compiled"]["table"]
+    result["kernel_timeline"] = profiles["compiled"]["events"]
+    return result
+
+
+def _float64_reference(model: Any, inputs: tuple, torch: Any) -> Any:
+    """The eager model in float64 on float64 inputs, when the model can be copied and converted."""
+    try:
+        as64 = copy.deepcopy(model)
+        if isinstance(as64, torch.nn.Module):
+            as64 = as64.double()
+        elif not callable(as64):
+            return None
+        inputs64 = tuple(t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
+        with torch.no_grad():  # a separate eager copy: no compiled code is involved
+            return as64(*inputs64)
+    except Exception:  # noqa: BLE001 - models with state that cannot be copied simply get no reference
+        return None
+
+
+def _errors(expected: Any, actual: Any, torch: Any) -> dict[str, Any]:
+    import torch.utils._pytree as pytree
+    pairs = [(e, a) for e, a in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual))
+             if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and e.is_floating_point()
+             and e.shape == a.shape]
+    if not pairs:
+        return {"compared": 0}
+    diffs = [(a.detach().double() - e.detach().double()).abs() for e, a in pairs]
+    rel = [d / e.detach().double().abs().clamp_min(1e-12) for d, (e, _) in zip(diffs, pairs)]
+    return {"compared": len(pairs), "max_abs_error": max(float(d.max()) for d in diffs),
+            "max_rel_error": max(float(r.max()) for r in rel)}
+
+
+def _profile(step: Callable[[Any], Any], fn: Any, torch: Any) -> dict[str, Any]:
+    """One call under torch.profiler: per-op self time and calls, a timeline, and the memory peak."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step(fn)
+    table = []
+    for row in prof.key_averages():
+        if row.key == "[memory]":
+            continue
+        table.append({"name": row.key, "calls": row.count, "self_us": round(row.self_cpu_time_total, 2),
+                      "total_us": round(row.cpu_time_total, 2)})
+    table.sort(key=lambda r: -r["self_us"])
+    events = []
+    peak = running = 0
+    raw = sorted(prof.events(), key=lambda e: e.time_range.start)
+    origin = raw[0].time_range.start if raw else 0
+    for e in raw:
+        # Allocations are charged to the op that made them (its self memory); frees and
+        # allocations outside any op come as "[memory]" events.
+        running += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
+        peak = max(peak, running)
+        if e.name != "[memory]" and len(events) < MAX_TIMELINE_EVENTS:
+            events.append({"name": e.name, "start_us": round(e.time_range.start - origin, 2),
+                           "dur_us": round(e.time_range.elapsed_us(), 2), "thread": e.thread})
+    return {"table": table[:60], "events": events, "peak_bytes": peak}
