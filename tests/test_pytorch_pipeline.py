@@ -205,3 +205,82 @@ def test_recompiles_are_reported_with_the_failed_guard(client):
     assert job["status"] == "done", job["error"]
     text = stage_text(client, job["id"], "dynamo.recompiles")
     assert "size mismatch" in text or "tensor 'x'" in text, text
+
+
+BRANCHY = '''import torch
+
+
+def model(x):
+    y = torch.cos(x)
+    print("y computed")
+    if y.sum() > 0:
+        return y * 2
+    return y - 1
+
+
+example_inputs = (torch.randn(16),)
+'''
+
+
+def test_print_and_data_dependent_branch_each_break_the_graph_at_their_line(client):
+    job = compile_and_wait(client, "pytorch", BRANCHY, {"backend": "aot_eager"})
+    assert job["status"] == "done", job["error"]
+    breaks = _json(client, job["id"], "dynamo.graph_breaks")
+    assert "model.py:6" in breaks["text"] and "print" in breaks["text"]
+    assert "model.py:7" in breaks["text"] and "data-dependent" in breaks["text"].lower()
+    assert {6, 7} <= {b for a, b in breaks["source_map"]}
+    assert job["stages"][0]["key"] == "source" and "y computed" in stage_text(client, job["id"], "run.stdout")
+
+
+TRANSFORMER = '''import math
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+model = Block()
+example_inputs = (torch.randn(2, 8, 32),)
+'''
+TRANSFORMER_SOFTMAX_LINE = 22
+
+
+def test_transformer_block_fuses_and_maps_back_to_softmax(client):
+    job = compile_and_wait(client, "pytorch", TRANSFORMER)
+    assert job["status"] == "done", job["error"]
+    kernels = [s["key"] for s in job["stages"] if s["key"].startswith("kernel:")]
+    assert any("native_layer_norm" in k for k in kernels) and any("gelu" in k for k in kernels), kernels
+    # Inductor's pattern matcher turns q@k^T / sqrt(d) -> softmax -> @v into one SDPA call on CPU.
+    # PyTorch's provenance ties that call to the q/k/v views (line 20), not to the softmax line:
+    # the rewrite drops the replaced nodes' origins, and the page shows what the compiler recorded.
+    code = _json(client, job["id"], "inductor.output_code:0/0")
+    lines = code["text"].split("\n")
+    to_qkv = [lines[a - 1] for a, b in code["source_map"] if b == TRANSFORMER_SOFTMAX_LINE - 2]
+    assert any("_scaled_dot_product_flash_attention_for_cpu.default(" in line for line in to_qkv), to_qkv
+    graph = _json(client, job["id"], "dynamo.fx_graph:0/0")
+    glines = graph["text"].split("\n")
+    assert any("torch.softmax(" in glines[a - 1] for a, b in graph["source_map"] if b == TRANSFORMER_SOFTMAX_LINE)
+    # and the reverse direction: the GELU kernel's body maps back to the MLP line
+    gelu = next(k for k in kernels if "gelu" in k)
+    assert TRANSFORMER_SOFTMAX_LINE + 3 in {b for a, b in _json(client, job["id"], gelu)["source_map"]}
+    assert "inductor.fusion:0/0" in [s["key"] for s in job["stages"]]

@@ -97,3 +97,22 @@ def test_fx_graph_drawing_has_the_graphs_dataflow(entries):
     assert 'label="line 9: return torch.softmax(torch.relu(y) + 1, dim=-1)"' in dot  # clustered by user line
     svg = graph.render(dot, {})
     assert "<svg" in svg and "softmax" in svg
+
+
+def test_saved_for_backward_are_the_backward_inputs_but_gradients(entries):
+    graphs = [e.payload for e in torch_trace.of_kind(entries, "aot_backward_graph")]
+    assert sm.saved_for_backward(graphs[0]) == [("primals_3", "f32[4, 8][8, 1]cpu")]
+    assert sm.saved_for_backward(graphs[1]) == [("div", "f32[4, 8][8, 1]cpu"), ("le", "b8[4, 8][8, 1]cpu")]
+    one_line = 'class G(torch.nn.Module):\n    def forward(self, mm: "f32[2][1]cpu", tangents_1: "f32[2][1]cpu"):\n'
+    assert sm.saved_for_backward(one_line) == [("mm", "f32[2][1]cpu")]
+
+
+def test_node_mappings_link_kernels_through_post_grad_nodes(entries):
+    cid = "1/0"
+    pre = next(e for e in torch_trace.of_kind(entries, "after_pre_grad_graph") if e.compile_id == cid)
+    nodes = sm.fx_code_map(pre.payload, USER)[1]
+    mappings = json.loads(next(e for e in torch_trace.of_kind(entries, "inductor_provenance_tracking_node_mappings")
+                               if e.compile_id == cid).payload)
+    # post-grad nodes amax, sub, exp ... exist only after decomposition; postToPre leads to `softmax`
+    assert sm.kernel_lines_from_node_mappings(mappings, nodes) == {
+        "cpp_fused__softmax_add_relu_threshold_backward_0": {9}}

@@ -76,6 +76,25 @@ def kernel_lines_from_provenance(stack_traces: dict[str, list[str]], user_paths:
     return out
 
 
+def kernel_lines_from_node_mappings(mappings: dict, node_lines: dict[str, set[int]]) -> dict[str, set[int]]:
+    """Kernel name -> user lines, from `inductor_provenance_tracking_node_mappings`: each kernel's
+    post-grad nodes (`cppCodeToPost`, `tritonCodeToPost`, ...) and, through `postToPre`, the pre-grad
+    nodes they came from. This reaches lines that pattern rewrites (attention -> SDPA) drop from
+    the post-grad nodes' own stack traces."""
+    post_to_pre = mappings.get("postToPre") or {}
+    out: dict[str, set[int]] = {}
+    for key, table in mappings.items():
+        if not key.endswith("CodeToPost") or not isinstance(table, dict):
+            continue
+        for handle, posts in table.items():
+            lines = out.setdefault(handle.rsplit(":", 1)[0], set())
+            for post in posts:
+                lines.update(node_lines.get(post, ()))
+                for pre in post_to_pre.get(post, ()):
+                    lines.update(node_lines.get(pre, ()))
+    return {name: lines for name, lines in out.items() if lines}
+
+
 def output_code_map(text: str, node_lines: dict[str, set[int]],
                     kernels: dict[str, set[int]] | None = None) -> list[list[int]]:
     """Pairs for Inductor's output code: each `Source Nodes` comment and the statement under it in
@@ -201,3 +220,14 @@ def bytecode_map(text: str, user_paths: tuple[str, ...]) -> list[list[int]]:
         if current is not None and line.strip():
             pairs.append([number, current])
     return pairs
+
+
+_SIG_PARAM = re.compile(r'(?<![\w.])(?P<name>[A-Za-z_]\w*)\s*:\s*"(?P<type>[^"]*)"')
+
+
+def saved_for_backward(backward_graph: str) -> list[tuple[str, str]]:
+    """(name, type) of the tensors AOTAutograd saved for backward: the backward graph's inputs
+    other than the incoming gradients (`tangents_*`)."""
+    signature = backward_graph.split("def forward(", 1)[-1].split("):", 1)[0]
+    return [(m.group("name"), m.group("type")) for m in _SIG_PARAM.finditer(signature)
+            if not m.group("name").startswith("tangents")]

@@ -240,7 +240,13 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
                 node_lines[cid] = torch_source_map.merge_node_lines(node_lines[cid], nodes)
                 stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
                 if not bundle.has(stage_key):
-                    bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs)
+                    meta = {}
+                    if kind == "aot_backward_graph":
+                        saved = torch_source_map.saved_for_backward(entry.payload)
+                        meta = {"saved_for_backward": [n for n, _ in saved],
+                                "note": f"Saved for backward ({len(saved)}): " + ", ".join(f"{n}: {t}" for n, t in saved)}
+                    bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs,
+                               meta=meta)
                     if kind == "dynamo_output_graph":
                         bundle.add(f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
                                    f"FX graph drawing [{cid}]", group, "dot", fx_graph_dot.to_dot(entry.payload))
@@ -251,6 +257,14 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
             except json.JSONDecodeError:
                 continue
             for name, lines in torch_source_map.kernel_lines_from_provenance(traces, user_paths).items():
+                kernels.setdefault(name, set()).update(lines)
+        for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_node_mappings"):
+            try:
+                mappings = json.loads(entry.payload)
+            except json.JSONDecodeError:
+                continue
+            found = torch_source_map.kernel_lines_from_node_mappings(mappings, node_lines.get(cid, {}))
+            for name, lines in found.items():
                 kernels.setdefault(name, set()).update(lines)
         for i, entry in enumerate(torch_trace.of_kind(for_cid, "inductor_output_code")):
             first = entry.payload.split("\n", 1)[0]
