@@ -10,7 +10,7 @@ from flask import Flask
 
 from app import settings as settings_table
 from compiler import pipelines, sandbox
-from compiler.jobs import Jobs, JobsConfig
+from compiler.jobs import Jobs, JobsConfig, toolchain
 from compiler.runner import LocalRunner, RunnerConfig
 from compiler.store import Store
 
@@ -66,6 +66,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
                                           reuse_results=bool(values["reuse_results"])))
     if refusal is None:
         jobs.resume_unfinished()
+        if values["warm_toolchain_cache"]:
+            for language in languages:
+                if pipelines.get(language).warmup_source is not None:
+                    runner.warm(language, toolchain(language))
 
     flask_app = Flask(__name__, template_folder="../templates", static_folder="../static")
     flask_app.config["JSON_SORT_KEYS"] = False

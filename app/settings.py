@@ -49,6 +49,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
     Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
                                    "from the store instead of compiling again."),
+    Setting("warm_toolchain_cache", True, "At start-up, run each pipeline's own warm-up job (never user code) "
+                                          "to build the toolchain cache later jobs are seeded with (Inductor's "
+                                          "CPU ISA probes)."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
 )

@@ -3,10 +3,11 @@
 
     .venv/bin/python bench/compile_latency.py [--repeats N] [--insecure-no-sandbox]
 
-Each repeat uses a fresh data directory and a source that differs only in a comment, so the result
-cache never answers and every job starts a new sandboxed worker with an empty Inductor cache.
-Prints each run, then the median and spread, and the ratio to the 18 s reference (a tiny model
-under bubblewrap, cold, measured by hand before irscope existed).
+Each repeat submits a source that differs only in a comment, so the result cache never answers and
+every job starts a new sandboxed worker with an empty Inductor cache: first with no toolchain
+cache ("cold"), then seeded with the ISA probes of the trusted warm-up job ("warm", what a running
+server does after start-up). Prints each run, the median and spread of each, their ratio, and the
+ratio to the 18 s reference (a tiny model under bubblewrap, cold, measured by hand before irscope).
 """
 from __future__ import annotations
 
@@ -22,10 +23,7 @@ TINY = "import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\nexampl
 REFERENCE_S = 18.0
 
 
-def one(repeat: int, sandbox: str) -> tuple[float, dict]:
-    from app import create_app
-    app = create_app({"data_dir": tempfile.mkdtemp(prefix="irscope-bench-"), "languages": "pytorch",
-                      "sandbox": sandbox})
+def one(app, repeat: int) -> tuple[float, dict]:
     svc = app.extensions["irscope"]
     request = svc.jobs.parse({"language": "pytorch", "source": TINY + f"# run {repeat} {time.time()}\n"})
     started = time.perf_counter()
@@ -33,30 +31,45 @@ def one(repeat: int, sandbox: str) -> tuple[float, dict]:
     while not (current := svc.store.get_job(job.id)).finished:
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
-    svc.runner.shutdown()
     if current.error:
         raise SystemExit(f"job failed: {current.error}")
     return elapsed, current.timings
 
 
+def series(app, label: str, repeats: int) -> float:
+    times = []
+    for i in range(repeats):
+        seconds, timings = one(app, i)
+        c = timings.get("compile", {})
+        print(f"{label} run {i + 1}: {seconds:.2f} s (import torch {c.get('import_torch_s', 0):.2f} s, "
+              f"first call {c.get('first_call_s', 0):.2f} s, ISA probes seeded: "
+              f"{c.get('isa_probes_from_toolchain_cache', 0)})", flush=True)
+        times.append(seconds)
+    median = statistics.median(times)
+    spread = (max(times) - min(times)) if len(times) > 1 else 0.0
+    print(f"{label}: median {median:.2f} s, spread (max-min) {spread:.2f} s over {len(times)} runs; "
+          f"ratio to the {REFERENCE_S:.0f} s reference {median / REFERENCE_S:.2f}", flush=True)
+    return median
+
+
 def main() -> None:
+    from app import create_app
+    from compiler import runner
+    from compiler.jobs import toolchain
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--insecure-no-sandbox", action="store_true")
     args = parser.parse_args()
-    sandbox = "none" if args.insecure_no_sandbox else "bwrap"
-    times = []
-    for i in range(args.repeats):
-        seconds, timings = one(i, sandbox)
-        c = timings.get("compile", {})
-        print(f"run {i + 1}: {seconds:.2f} s (import torch {c.get('import_torch_s', 0):.2f} s, "
-              f"first call {c.get('first_call_s', 0):.2f} s, inductor total {c.get('total_s', 0):.2f} s, "
-              f"timing runs and trace reading the rest)", flush=True)
-        times.append(seconds)
-    median = statistics.median(times)
-    spread = (max(times) - min(times)) if len(times) > 1 else 0.0
-    print(f"median {median:.2f} s, spread (max-min) {spread:.2f} s over {len(times)} runs, sandbox={sandbox}")
-    print(f"ratio to the {REFERENCE_S:.0f} s reference: {median / REFERENCE_S:.2f}")
+    app = create_app({"data_dir": tempfile.mkdtemp(prefix="irscope-bench-"), "languages": "pytorch",
+                      "sandbox": "none" if args.insecure_no_sandbox else "bwrap", "warm_toolchain_cache": False,
+                      "workers": 1})
+    cold = series(app, "cold", args.repeats)
+    started = time.perf_counter()
+    runner.warm_toolchain(app.extensions["irscope"].runner.config, "pytorch", toolchain("pytorch"))
+    print(f"warm-up job (once per server and toolchain): {time.perf_counter() - started:.2f} s", flush=True)
+    warm = series(app, "warm", args.repeats)
+    print(f"warm / cold: {warm / cold:.2f}")
+    app.extensions["irscope"].runner.shutdown()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ with per-target queues slots in behind the same `submit`/`shutdown`.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -57,6 +58,10 @@ class LocalRunner:
     def submit(self, job: Job) -> None:
         self.pool.submit(self._run_logged, job)
 
+    def warm(self, language: str, toolchain: dict[str, str]) -> None:
+        """Build the language's toolchain cache in the background, if it has one to build."""
+        self.pool.submit(_logged, warm_toolchain, self.config, language, toolchain)
+
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -66,6 +71,63 @@ class LocalRunner:
         except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
             log.exception("job %s failed in the runner", job.id)
             self.store.finish_job(job.id, JobError("InternalError", f"irscope's runner failed: {e}"), {})
+
+
+def _logged(fn, *args) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - a failed warm-up only means jobs start cold
+        log.exception("%s failed", fn.__name__)
+
+
+TOOLCHAIN_MOUNT = "/opt/irscope-toolchain"
+
+
+def toolchain_cache_dir(config: RunnerConfig, language: str, toolchain: dict[str, str]) -> str:
+    """Where the trusted toolchain cache for this language and these versions lives."""
+    key = hashlib.sha256(json.dumps(toolchain, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(config.data_dir, "toolchain", f"{language}-{key}")
+
+
+def warm_toolchain(config: RunnerConfig, language: str, toolchain: dict[str, str]) -> bool:
+    """Run the pipeline's own warm-up source (never user code) in the sandbox and keep what it
+    exports as the toolchain cache that later jobs of this language are seeded with."""
+    from compiler import pipelines
+    from compiler.model import Request
+    source = pipelines.get(language).warmup_source
+    dest = toolchain_cache_dir(config, language, toolchain)
+    if source is None or os.path.isdir(dest):
+        return False
+    job_dir = os.path.join(config.data_dir, "jobs", "warmup-" + language)
+    _prepare_job_dir(job_dir, Request(language, source, {}), toolchain)
+    env = dict(worker_env(config), IRSCOPE_EXPORT_TOOLCHAIN_CACHE=("/job" if config.use_bwrap else job_dir) + "/toolchain")
+    spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
+                               job_dir=job_dir, env=env, ro_paths=_ro_paths(), use_bwrap=config.use_bwrap)
+    outcome = sandbox.run(spec, config.limits)
+    manifest = read_manifest(os.path.join(job_dir, "out"))
+    built = os.path.join(job_dir, "toolchain")
+    ok = outcome.limit is None and manifest is not None and manifest.status == "done" and os.path.isdir(built)
+    if ok:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        os.replace(built, dest)
+    else:
+        log.warning("toolchain warm-up for %s did not finish: %s", language, outcome.message or outcome.output[-500:])
+    shutil.rmtree(job_dir, ignore_errors=True)
+    return ok
+
+
+def _ro_paths() -> list[str]:
+    return sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")]
+
+
+def _prepare_job_dir(job_dir: str, request, toolchain: dict[str, str]) -> None:
+    shutil.rmtree(job_dir, ignore_errors=True)
+    for d in (job_dir, os.path.join(job_dir, "out"), os.path.join(job_dir, "scratch")):
+        os.makedirs(d)
+        # The sandbox's user must be able to write here (it maps to the server's user, but be explicit).
+        os.chmod(d, 0o777)
+    with open(os.path.join(job_dir, "request.json"), "w", encoding="utf-8") as f:
+        json.dump({"request": request.to_json(), "toolchain": toolchain}, f)
 
 
 def worker_env(config: RunnerConfig) -> dict[str, str]:
@@ -87,14 +149,7 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
 def run_job(store: Store, config: RunnerConfig, job: Job) -> None:
     """Run one job to the end and store everything it produced."""
     job_dir = os.path.join(config.data_dir, "jobs", job.id)
-    shutil.rmtree(job_dir, ignore_errors=True)
-    os.makedirs(os.path.join(job_dir, "out"))
-    os.makedirs(os.path.join(job_dir, "scratch"))
-    with open(os.path.join(job_dir, "request.json"), "w", encoding="utf-8") as f:
-        json.dump({"request": job.request.to_json(), "toolchain": job.toolchain}, f)
-    # The sandbox's user must be able to write here (it maps to the server's user, but be explicit).
-    for d in (job_dir, os.path.join(job_dir, "out"), os.path.join(job_dir, "scratch")):
-        os.chmod(d, 0o777)
+    _prepare_job_dir(job_dir, job.request, job.toolchain)
     store.set_running(job.id, "starting the sandboxed worker")
     out_dir = os.path.join(job_dir, "out")
     stored: set[str] = store.stage_keys(job.id)
@@ -119,11 +174,14 @@ def run_job(store: Store, config: RunnerConfig, job: Job) -> None:
             store.set_progress(job.id, manifest.progress, manifest.timings)
         return manifest
 
-    spec = sandbox.SandboxSpec(
-        argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
-        job_dir=job_dir, env=worker_env(config),
-        ro_paths=sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")],
-        use_bwrap=config.use_bwrap)
+    env, binds = worker_env(config), []
+    cache = toolchain_cache_dir(config, job.request.language, job.toolchain)
+    if os.path.isdir(cache):
+        binds = [(cache, TOOLCHAIN_MOUNT)]
+        env["IRSCOPE_TOOLCHAIN_CACHE"] = TOOLCHAIN_MOUNT if config.use_bwrap else cache
+    spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
+                               job_dir=job_dir, env=env, ro_paths=_ro_paths(), ro_binds=binds,
+                               use_bwrap=config.use_bwrap)
     outcome = sandbox.run(spec, config.limits, on_tick=collect)
     manifest = collect() or Manifest(status="running")
     error = _final_error(manifest, outcome)

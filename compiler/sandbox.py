@@ -64,6 +64,7 @@ class SandboxSpec:
     job_dir: str
     env: dict[str, str]
     ro_paths: list[str] = field(default_factory=list)
+    ro_binds: list[tuple[str, str]] = field(default_factory=list)  # (outside, inside) read-only
     use_bwrap: bool = True
 
 
@@ -112,6 +113,8 @@ def bwrap_argv(spec: SandboxSpec, limits: Limits) -> list[str]:
             if p not in seen and os.path.exists(p) and not p.startswith("/usr/"):
                 seen.add(p)
                 args += ["--ro-bind", p, p]
+    for outside, inside in spec.ro_binds:
+        args += ["--ro-bind", outside, inside]
     args += ["--proc", "/proc", "--dev", "/dev", "--bind", spec.job_dir, "/job", "--chdir", "/tmp"]
     env = dict(spec.env, IRSCOPE_WORKDIR="/tmp/work", HOME="/tmp", TMPDIR="/tmp")
     for key, value in env.items():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+import dataclasses
 import json
 
 from tests.conftest import compile_and_wait, needs_bwrap, stage_text
@@ -284,3 +285,32 @@ def test_transformer_block_fuses_and_maps_back_to_softmax(client):
     gelu = next(k for k in kernels if "gelu" in k)
     assert TRANSFORMER_SOFTMAX_LINE + 3 in {b for a, b in _json(client, job["id"], gelu)["source_map"]}
     assert "inductor.fusion:0/0" in [s["key"] for s in job["stages"]]
+
+
+def test_toolchain_cache_seeds_isa_probes_without_changing_what_is_compiled(tmp_path):
+    """The warm-up builds Inductor's ISA probes once; a job seeded with them compiles the same
+    output code as a cold job and finds only probes (no graph or kernel cache entry) in its cache."""
+    import os
+    from compiler import runner
+    from compiler.jobs import toolchain
+    from tests.conftest import make_app
+    app = make_app(tmp_path)
+    svc = app.extensions["irscope"]
+    client = app.test_client()
+    cold = compile_and_wait(client, "pytorch", SOLVE_MODEL.replace("tanh()", "relu()"))
+    assert cold["timings"]["compile"]["isa_probes_from_toolchain_cache"] == 0
+    tools = toolchain("pytorch")
+    assert runner.warm_toolchain(svc.runner.config, "pytorch", tools)
+    cache = runner.toolchain_cache_dir(svc.runner.config, "pytorch", tools)
+    entries = os.listdir(cache)
+    assert len(entries) >= 3
+    for name in entries:
+        files = os.listdir(os.path.join(cache, name))
+        assert any(f.endswith(".so") for f in files) and not any(f.endswith(".py") for f in files)
+    svc.jobs.config = dataclasses.replace(svc.jobs.config, reuse_results=False)  # compile the same source again
+    warm = compile_and_wait(client, "pytorch", SOLVE_MODEL.replace("tanh()", "relu()"))
+    assert warm["id"] != cold["id"]
+    assert warm["timings"]["compile"]["isa_probes_from_toolchain_cache"] == len(entries)
+    strip = lambda text: "\n".join(line for line in text.split("\n") if "kernel path:" not in line)  # noqa: E731
+    assert strip(stage_text(client, warm["id"], "inductor.output_code:0/0")) == \
+        strip(stage_text(client, cold["id"], "inductor.output_code:0/0"))

@@ -85,6 +85,9 @@ class Pipeline:
     toolchain_packages: tuple[str, ...] = ()
     editor_mode: str = "python"
     example: str = ""
+    # irscope's own source for a trusted warm-up job that fills the toolchain cache (see
+    # compiler/runner.warm_toolchain); None where the pipeline has nothing worth sharing.
+    warmup_source: str | None = None
 
     def normalise_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """Validated options with defaults filled in; unknown names are an OptionError."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from compiler.capture import fx_graph_dot, torch_source_map, torch_trace
 from compiler.model import Request
-from compiler.pipelines import torch_artifact_logs, torch_export, torch_measure
+from compiler.pipelines import torch_artifact_logs, torch_export, torch_measure, torch_toolchain_cache
 from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
 from compiler.pipelines.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
     write_user_file
@@ -83,6 +83,7 @@ class PyTorchPipeline(Pipeline):
     editor_mode = "python"
     example = EXAMPLE
     toolchain_packages = ("torch", "triton")
+    warmup_source = torch_toolchain_cache.WARMUP_SOURCE
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",
@@ -115,6 +116,8 @@ class PyTorchPipeline(Pipeline):
         bundle.add("source", "Source", "Source", "python", request.source,
                    source_map=[[n, n] for n in range(1, request.source.count("\n") + 2)])
         path = write_user_file(request.source, USER_FILE)
+        cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        probes = torch_toolchain_cache.import_probes(os.environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""), cache_dir)
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -164,9 +167,13 @@ class PyTorchPipeline(Pipeline):
         timings = _compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
         timings["first_call_s"] = round(first_call_s, 3)
+        timings["isa_probes_from_toolchain_cache"] = probes
         bundle.timing("compile", timings)
         if error is not None:
             raise error
+        if os.environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE"):  # the trusted warm-up job only
+            torch_toolchain_cache.export_probes(cache_dir, os.environ["IRSCOPE_EXPORT_TOOLCHAIN_CACHE"])
+            return
         bundle.progress("timing eager and compiled calls")
         run = torch_measure.measure(model, compiled, inputs, options["training"], torch)
         kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
