@@ -62,6 +62,8 @@ def compile_(args: argparse.Namespace) -> int:
     language = args.language or _guess_language(args.file, source)
     config = _config(args)
     config.setdefault("languages", ",".join([language]))
+    # A one-shot command does not start the background warm-up; it uses a cache `serve` built.
+    config.setdefault("warm_toolchain_cache", False)
     app = create_app(config)
     svc = app.extensions["irscope"]
     if svc.refusal:
