@@ -99,6 +99,11 @@
     document.querySelectorAll(".stage-tabs .tab").forEach(function (t) {
       t.classList.toggle("active", t.dataset.key === activeKey);
     });
+    document.querySelectorAll(".stage-tabs .stage-select").forEach(function (s) {
+      var has = Array.prototype.some.call(s.options, function (o) { return o.value === activeKey; });
+      s.value = has ? activeKey : "";
+      s.classList.toggle("active", has);
+    });
   }
   function autoOpen() {
     var pane = document.getElementById("pane");
@@ -134,6 +139,13 @@
     if (bar) { share.disabled = false; share.dataset.job = bar.dataset.job; }
     autoOpen();
   }
+  document.addEventListener("change", function (e) {
+    var select = e.target.closest && e.target.closest(".stage-select");
+    if (!select || !select.value) { return; }
+    activeKey = select.value;
+    htmx.ajax("GET", select.options[select.selectedIndex].dataset.url, {target: "#pane", swap: "innerHTML"});
+    markActive();
+  });
   document.body.addEventListener("htmx:afterSettle", afterResults);
   document.body.addEventListener("htmx:beforeRequest", function (e) {
     if (e.detail.elt === form) { activeKey = null; document.getElementById("share-url").value = ""; }
