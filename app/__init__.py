@@ -10,7 +10,7 @@ from flask import Flask
 
 from app import settings as settings_table
 from compiler import pipelines, sandbox
-from compiler.jobs import Jobs, JobsConfig, toolchain
+from compiler.jobs import Jobs, JobsConfig
 from compiler.runner import LocalRunner, RunnerConfig
 from compiler.store import Store
 
@@ -61,15 +61,13 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     store = Store(values["database_url"])
     runner = LocalRunner(store, RunnerConfig(data_dir=values["data_dir"], workers=int(values["workers"]),
                                              limits=limits_from(values), use_bwrap=use_bwrap,
-                                             keep_job_dirs=bool(values["keep_job_dirs"])))
+                                             keep_job_dirs=bool(values["keep_job_dirs"]),
+                                             spare_workers=int(values["spare_workers"])))
     jobs = Jobs(store, runner, JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
                                           reuse_results=bool(values["reuse_results"])))
     if refusal is None:
         jobs.resume_unfinished()
-        if values["warm_toolchain_cache"]:
-            for language in languages:
-                if pipelines.get(language).warmup_source is not None:
-                    runner.warm(language, toolchain(language))
+        runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
 
     flask_app = Flask(__name__, template_folder="../templates", static_folder="../static")
     flask_app.config["JSON_SORT_KEYS"] = False

@@ -64,6 +64,7 @@ def compile_(args: argparse.Namespace) -> int:
     config.setdefault("languages", ",".join([language]))
     # A one-shot command does not start the background warm-up; it uses a cache `serve` built.
     config.setdefault("warm_toolchain_cache", False)
+    config.setdefault("spare_workers", 0)
     app = create_app(config)
     svc = app.extensions["irscope"]
     if svc.refusal:

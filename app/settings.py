@@ -52,6 +52,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("warm_toolchain_cache", True, "At start-up, run each pipeline's own warm-up job (never user code) "
                                           "to build the toolchain cache later jobs are seeded with (Inductor's "
                                           "CPU ISA probes)."),
+    Setting("spare_workers", 1, "Sandboxed workers kept started per language, compiler already imported, each "
+                                "waiting for exactly one job (0: start every worker on demand)."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
 )

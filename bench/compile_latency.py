@@ -55,7 +55,7 @@ def series(app, label: str, repeats: int) -> float:
 def main() -> None:
     from app import create_app
     from compiler import runner
-    from compiler.jobs import toolchain
+    from compiler.toolchain import toolchain
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--insecure-no-sandbox", action="store_true")

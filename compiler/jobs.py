@@ -4,7 +4,6 @@ This is the only module the web layer calls to start work; it never imports a co
 """
 from __future__ import annotations
 
-import importlib.metadata
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from compiler.model import DETERMINISTIC_ERROR_KINDS, Request
 from compiler.pipelines.base import OptionError
 from compiler.runner import Runner
 from compiler.store import Job, Store
+from compiler.toolchain import toolchain
 
 _ALPHABET = "23456789abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ"  # no 0/O, 1/l/I
 
@@ -36,22 +36,6 @@ def _short_id(digest_hex: str, length: int) -> str:
         number, rest = divmod(number, len(_ALPHABET))
         chars.append(_ALPHABET[rest])
     return "".join(chars)
-
-
-def toolchain(language: str) -> dict[str, str]:
-    """Versions of what compiles `language`, read from package metadata (no compiler import)."""
-    pipeline = pipelines.get(language)
-    versions = {"irscope": _version("irscope")}
-    for package in pipeline.toolchain_packages:
-        versions[package] = _version(package)
-    return versions
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 class Jobs:

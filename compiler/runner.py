@@ -13,6 +13,8 @@ import os
 import shutil
 import signal
 import sys
+import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +23,7 @@ from compiler import sandbox
 from compiler.model import JobError, Manifest, Stage
 from compiler.pipelines.base import read_manifest
 from compiler.store import Job, Store
+from compiler.toolchain import toolchain
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class RunnerConfig:
     limits: sandbox.Limits
     use_bwrap: bool
     keep_job_dirs: bool = False
+    spare_workers: int = 0  # pre-started workers kept per language that can use them
 
 
 class LocalRunner:
@@ -54,23 +58,85 @@ class LocalRunner:
         self.config = config
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="irscope-job")
         os.makedirs(os.path.join(config.data_dir, "jobs"), exist_ok=True)
+        self.spares = Spares(config)
 
     def submit(self, job: Job) -> None:
         self.pool.submit(self._run_logged, job)
 
-    def warm(self, language: str, toolchain: dict[str, str]) -> None:
-        """Build the language's toolchain cache in the background, if it has one to build."""
-        self.pool.submit(_logged, warm_toolchain, self.config, language, toolchain)
+    def start_background(self, languages: list[str], warm: bool) -> None:
+        """In the background: build each language's toolchain cache (if `warm`), then start the
+        spare workers, so that the spares already see the cache."""
+        def work() -> None:
+            for language in languages:
+                if warm:
+                    _logged(warm_toolchain, self.config, language, toolchain(language))
+                _logged(self.spares.fill, language)
+        self.pool.submit(work)
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.spares.shutdown()
 
     def _run_logged(self, job: Job) -> None:
         try:
-            run_job(self.store, self.config, job)
+            run_job(self.store, self.config, job, self.spares)
         except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
             log.exception("job %s failed in the runner", job.id)
             self.store.finish_job(job.id, JobError("InternalError", f"irscope's runner failed: {e}"), {})
+
+
+class Spares:
+    """Workers started ahead of demand, each already inside its own sandbox with its compiler
+    imported, waiting for exactly one job (its request.json); a used spare is replaced at once.
+    No two jobs ever share a process."""
+
+    def __init__(self, config: RunnerConfig):
+        self.config = config
+        self._lock = threading.Lock()
+        self._spares: dict[str, list[tuple[str, sandbox.Sandboxed]]] = {}
+
+    def fill(self, language: str) -> None:
+        from compiler import pipelines
+        if self.config.spare_workers <= 0 or not pipelines.get(language).prewarm_modules:
+            return
+        with self._lock:
+            ready = [(d, p) for d, p in self._spares.get(language, []) if p.alive()]
+            while len(ready) < self.config.spare_workers:
+                ready.append(self._start(language))
+            self._spares[language] = ready
+
+    def take(self, language: str) -> tuple[str, sandbox.Sandboxed] | None:
+        with self._lock:
+            ready = self._spares.get(language, [])
+            spare = None
+            while ready and spare is None:
+                job_dir, proc = ready.pop(0)
+                if proc.alive():
+                    spare = (job_dir, proc)
+                else:
+                    proc.wait()
+                    shutil.rmtree(job_dir, ignore_errors=True)
+        if spare is not None:
+            self.fill(language)
+        return spare
+
+    def _start(self, language: str) -> tuple[str, sandbox.Sandboxed]:
+        job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
+        _prepare_job_dir(job_dir)
+        env, binds = _toolchain_binds(self.config, language, toolchain(language), worker_env(self.config))
+        env["IRSCOPE_SPARE_FOR"] = language
+        spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
+                                   job_dir=job_dir, env=env, ro_paths=_ro_paths(), ro_binds=binds,
+                                   use_bwrap=self.config.use_bwrap)
+        return job_dir, sandbox.Sandboxed(spec, self.config.limits)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for spares in self._spares.values():
+                for job_dir, proc in spares:
+                    proc.kill()
+                    shutil.rmtree(job_dir, ignore_errors=True)
+            self._spares.clear()
 
 
 def _logged(fn, *args) -> None:
@@ -83,23 +149,24 @@ def _logged(fn, *args) -> None:
 TOOLCHAIN_MOUNT = "/opt/irscope-toolchain"
 
 
-def toolchain_cache_dir(config: RunnerConfig, language: str, toolchain: dict[str, str]) -> str:
+def toolchain_cache_dir(config: RunnerConfig, language: str, versions: dict[str, str]) -> str:
     """Where the trusted toolchain cache for this language and these versions lives."""
-    key = hashlib.sha256(json.dumps(toolchain, sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(config.data_dir, "toolchain", f"{language}-{key}")
 
 
-def warm_toolchain(config: RunnerConfig, language: str, toolchain: dict[str, str]) -> bool:
+def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str]) -> bool:
     """Run the pipeline's own warm-up source (never user code) in the sandbox and keep what it
     exports as the toolchain cache that later jobs of this language are seeded with."""
     from compiler import pipelines
     from compiler.model import Request
     source = pipelines.get(language).warmup_source
-    dest = toolchain_cache_dir(config, language, toolchain)
+    dest = toolchain_cache_dir(config, language, versions)
     if source is None or os.path.isdir(dest):
         return False
     job_dir = os.path.join(config.data_dir, "jobs", "warmup-" + language)
-    _prepare_job_dir(job_dir, Request(language, source, {}), toolchain)
+    _prepare_job_dir(job_dir)
+    _write_request(job_dir, Request(language, source, {}), versions)
     env = dict(worker_env(config), IRSCOPE_EXPORT_TOOLCHAIN_CACHE=("/job" if config.use_bwrap else job_dir) + "/toolchain")
     spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
                                job_dir=job_dir, env=env, ro_paths=_ro_paths(), use_bwrap=config.use_bwrap)
@@ -120,14 +187,29 @@ def _ro_paths() -> list[str]:
     return sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")]
 
 
-def _prepare_job_dir(job_dir: str, request, toolchain: dict[str, str]) -> None:
+def _prepare_job_dir(job_dir: str) -> None:
     shutil.rmtree(job_dir, ignore_errors=True)
     for d in (job_dir, os.path.join(job_dir, "out"), os.path.join(job_dir, "scratch")):
         os.makedirs(d)
         # The sandbox's user must be able to write here (it maps to the server's user, but be explicit).
         os.chmod(d, 0o777)
-    with open(os.path.join(job_dir, "request.json"), "w", encoding="utf-8") as f:
-        json.dump({"request": request.to_json(), "toolchain": toolchain}, f)
+
+
+def _write_request(job_dir: str, request, toolchain_versions: dict[str, str]) -> None:
+    """Atomically: a spare worker starts the job the moment request.json exists."""
+    tmp = os.path.join(job_dir, ".request.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"request": request.to_json(), "toolchain": toolchain_versions}, f)
+    os.replace(tmp, os.path.join(job_dir, "request.json"))
+
+
+def _toolchain_binds(config: RunnerConfig, language: str, versions: dict[str, str],
+                     env: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    cache = toolchain_cache_dir(config, language, versions)
+    if not os.path.isdir(cache):
+        return env, []
+    env = dict(env, IRSCOPE_TOOLCHAIN_CACHE=TOOLCHAIN_MOUNT if config.use_bwrap else cache)
+    return env, [(cache, TOOLCHAIN_MOUNT)]
 
 
 def worker_env(config: RunnerConfig) -> dict[str, str]:
@@ -146,11 +228,15 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
     }
 
 
-def run_job(store: Store, config: RunnerConfig, job: Job) -> None:
+def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None) -> None:
     """Run one job to the end and store everything it produced."""
-    job_dir = os.path.join(config.data_dir, "jobs", job.id)
-    _prepare_job_dir(job_dir, job.request, job.toolchain)
-    store.set_running(job.id, "starting the sandboxed worker")
+    spare = spares.take(job.request.language) if spares else None
+    if spare is not None:
+        job_dir, proc = spare
+    else:
+        job_dir = os.path.join(config.data_dir, "jobs", job.id)
+        _prepare_job_dir(job_dir)
+    store.set_running(job.id, "handed to a pre-started worker" if spare else "starting the sandboxed worker")
     out_dir = os.path.join(job_dir, "out")
     stored: set[str] = store.stage_keys(job.id)
     last_progress = [""]
@@ -174,15 +260,17 @@ def run_job(store: Store, config: RunnerConfig, job: Job) -> None:
             store.set_progress(job.id, manifest.progress, manifest.timings)
         return manifest
 
-    env, binds = worker_env(config), []
-    cache = toolchain_cache_dir(config, job.request.language, job.toolchain)
-    if os.path.isdir(cache):
-        binds = [(cache, TOOLCHAIN_MOUNT)]
-        env["IRSCOPE_TOOLCHAIN_CACHE"] = TOOLCHAIN_MOUNT if config.use_bwrap else cache
-    spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
-                               job_dir=job_dir, env=env, ro_paths=_ro_paths(), ro_binds=binds,
-                               use_bwrap=config.use_bwrap)
-    outcome = sandbox.run(spec, config.limits, on_tick=collect)
+    if spare is None:
+        env, binds = _toolchain_binds(config, job.request.language, job.toolchain, worker_env(config))
+        spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
+                                   job_dir=job_dir, env=env, ro_paths=_ro_paths(), ro_binds=binds,
+                                   use_bwrap=config.use_bwrap)
+        _write_request(job_dir, job.request, job.toolchain)
+        proc = sandbox.Sandboxed(spec, config.limits)
+    else:
+        _write_request(job_dir, job.request, job.toolchain)
+        proc.start_clock()
+    outcome = proc.wait(on_tick=collect)
     manifest = collect() or Manifest(status="running")
     error = _final_error(manifest, outcome)
     if outcome.output.strip():
@@ -190,7 +278,8 @@ def run_job(store: Store, config: RunnerConfig, job: Job) -> None:
         store.add_stage(job.id, 10_000, Stage(key="worker.log", title="Worker log", group="Run", format="text",
                                               size=len(text.encode())), text)
     timings = dict(manifest.timings)
-    timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none"}
+    timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none",
+                      "worker": "pre-started" if spare else "started for the job"}
     store.finish_job(job.id, error, timings)
     if not config.keep_job_dirs:
         shutil.rmtree(job_dir, ignore_errors=True)

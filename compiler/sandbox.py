@@ -214,67 +214,91 @@ def _drain(stream, keep: int, sink: list[bytes], flag: list[bool]) -> None:
             flag[0] = True
 
 
+class Sandboxed:
+    """One worker process started inside the sandbox. `wait` watches it to its end; the wall clock
+    runs from `start_clock` (a pre-started worker's clock starts when it is handed a job)."""
+
+    def __init__(self, spec: SandboxSpec, limits: Limits):
+        self.spec, self.limits = spec, limits
+        self.cgroup = cgroup = ProcessCgroup(limits.processes)
+
+        def before_exec() -> None:
+            # Runs in the child between fork and exec: limits apply to bwrap and everything under it.
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if not cgroup.available:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            cgroup.enter()
+
+        if spec.use_bwrap:
+            argv = bwrap_argv(spec, limits)
+            env = {"PATH": "/usr/bin:/bin"}
+        else:
+            # --insecure-no-sandbox: same worker, same rlimits, no namespaces; the environment is
+            # still cleared down to what the worker needs.
+            argv = [a.replace(JOB_PLACEHOLDER, spec.job_dir) for a in spec.argv]
+            scratch = os.path.join(spec.job_dir, "scratch")
+            env = dict(spec.env, IRSCOPE_WORKDIR=scratch, HOME=scratch, TMPDIR=scratch)
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env, preexec_fn=before_exec,
+                                     start_new_session=True, cwd=spec.job_dir)
+        self._kept: list[bytes] = []
+        self._truncated = [False]
+        self._reader = threading.Thread(target=_drain, args=(self.proc.stdout, limits.output_bytes, self._kept,
+                                                             self._truncated), daemon=True)
+        self._reader.start()
+
+    def start_clock(self) -> None:
+        self.started = time.monotonic()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        _kill(self.proc, self.cgroup)
+        self.proc.wait()
+        self.cgroup.remove()
+
+    def wait(self, on_tick: Callable[[], None] | None = None, tick_s: float = 0.25) -> Outcome:
+        """Watch the process to its end under the wall-clock limit, calling `on_tick` meanwhile."""
+        proc, cgroup, limits = self.proc, self.cgroup, self.limits
+        timed_out = False
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=tick_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if on_tick:
+                    on_tick()
+                if time.monotonic() - self.started > limits.wall_s:
+                    timed_out = True
+                    _kill(proc, cgroup)
+                    proc.wait()
+                    break
+        finally:
+            if proc.poll() is None:
+                _kill(proc, cgroup)
+                proc.wait()
+            cgroup.kill_all()
+            self._reader.join(timeout=5)
+            processes_hit = cgroup.hit()
+            cgroup.remove()
+        output = b"".join(self._kept).decode("utf-8", "replace")
+        outcome = Outcome(returncode=proc.returncode, wall_s=time.monotonic() - self.started, output=output,
+                          output_truncated=self._truncated[0], sandboxed=self.spec.use_bwrap)
+        _explain(outcome, limits, timed_out, processes_hit)
+        return outcome
+
+
 def run(spec: SandboxSpec, limits: Limits, on_tick: Callable[[], None] | None = None,
         tick_s: float = 0.25) -> Outcome:
     """Run the worker to completion under `limits`, calling `on_tick` while it runs."""
-    cgroup = ProcessCgroup(limits.processes)
-
-    def before_exec() -> None:
-        # Runs in the child between fork and exec: limits apply to bwrap and everything under it.
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if not cgroup.available:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-        cgroup.enter()
-
-    if spec.use_bwrap:
-        argv = bwrap_argv(spec, limits)
-        env = {"PATH": "/usr/bin:/bin"}
-    else:
-        # --insecure-no-sandbox: same worker, same rlimits, no namespaces; the environment is
-        # still cleared down to what the worker needs.
-        argv = [a.replace(JOB_PLACEHOLDER, spec.job_dir) for a in spec.argv]
-        scratch = os.path.join(spec.job_dir, "scratch")
-        env = dict(spec.env, IRSCOPE_WORKDIR=scratch, HOME=scratch, TMPDIR=scratch)
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, preexec_fn=before_exec, start_new_session=True,
-                            cwd=spec.job_dir)
-    kept: list[bytes] = []
-    truncated = [False]
-    reader = threading.Thread(target=_drain, args=(proc.stdout, limits.output_bytes, kept, truncated), daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        while True:
-            try:
-                proc.wait(timeout=tick_s)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if on_tick:
-                on_tick()
-            if time.monotonic() - started > limits.wall_s:
-                timed_out = True
-                _kill(proc, cgroup)
-                proc.wait()
-                break
-    finally:
-        if proc.poll() is None:
-            _kill(proc, cgroup)
-            proc.wait()
-        cgroup.kill_all()
-        reader.join(timeout=5)
-        processes_hit = cgroup.hit()
-        cgroup.remove()
-    wall = time.monotonic() - started
-    output = b"".join(kept).decode("utf-8", "replace")
-    outcome = Outcome(returncode=proc.returncode, wall_s=wall, output=output, output_truncated=truncated[0],
-                      sandboxed=spec.use_bwrap)
-    _explain(outcome, limits, timed_out, processes_hit)
-    return outcome
+    return Sandboxed(spec, limits).wait(on_tick, tick_s)
 
 
 def _kill(proc: subprocess.Popen, cgroup: ProcessCgroup) -> None:

@@ -9,10 +9,12 @@ from a limit) leaves the manifest at "running", and the runner explains those.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 
 from compiler import pipelines
@@ -21,19 +23,39 @@ from compiler.pipelines.base import Bundle, OptionError, UserError
 from compiler.pipelines.user_code import user_error
 
 
+def prewarm(language: str, scratch: str) -> None:
+    """A spare worker: set the pipeline's environment and import its compiler before any job
+    exists, so the job it is later handed does not wait for the import. Only pipelines whose
+    environment() does not depend on the request declare prewarm_modules."""
+    pipeline = pipelines.get(language)
+    os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
+    for module in pipeline.prewarm_modules:
+        importlib.import_module(module)
+
+
+def wait_for_request(path: str, poll_s: float = 0.01) -> None:
+    while not os.path.exists(path):
+        time.sleep(poll_s)
+
+
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
+    scratch = os.environ.get("IRSCOPE_WORKDIR") or tempfile.mkdtemp(prefix="irscope-")
+    os.makedirs(scratch, exist_ok=True)
+    os.environ["IRSCOPE_WORKDIR"] = scratch
+    spare_for = os.environ.get("IRSCOPE_SPARE_FOR")
+    if spare_for:
+        prewarm(spare_for, scratch)
+        wait_for_request(os.path.join(job_dir, "request.json"))
     with open(os.path.join(job_dir, "request.json"), encoding="utf-8") as f:
         spec = json.load(f)
     request = Request.from_json(spec["request"])
     bundle = Bundle(os.path.join(job_dir, "out"), spec.get("toolchain"))
-    scratch = os.environ.get("IRSCOPE_WORKDIR") or tempfile.mkdtemp(prefix="irscope-")
-    os.makedirs(scratch, exist_ok=True)
-    os.environ["IRSCOPE_WORKDIR"] = scratch
     try:
         pipeline = pipelines.get(request.language)
         request = Request(request.language, request.source, pipeline.normalise_options(request.options))
-        os.environ.update(pipeline.environment(request, scratch))
+        if not spare_for:
+            os.environ.update(pipeline.environment(request, scratch))
         os.chdir(scratch)
         pipeline.run(request, bundle)
     except UserError as e:

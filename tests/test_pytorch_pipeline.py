@@ -292,7 +292,7 @@ def test_toolchain_cache_seeds_isa_probes_without_changing_what_is_compiled(tmp_
     output code as a cold job and finds only probes (no graph or kernel cache entry) in its cache."""
     import os
     from compiler import runner
-    from compiler.jobs import toolchain
+    from compiler.toolchain import toolchain
     from tests.conftest import make_app
     app = make_app(tmp_path)
     svc = app.extensions["irscope"]
@@ -314,3 +314,24 @@ def test_toolchain_cache_seeds_isa_probes_without_changing_what_is_compiled(tmp_
     strip = lambda text: "\n".join(line for line in text.split("\n") if "kernel path:" not in line)  # noqa: E731
     assert strip(stage_text(client, warm["id"], "inductor.output_code:0/0")) == \
         strip(stage_text(client, cold["id"], "inductor.output_code:0/0"))
+
+
+def test_pre_started_worker_has_torch_imported_and_is_used_once(tmp_path):
+    import time as _time
+    from tests.conftest import make_app
+    app = make_app(tmp_path, spare_workers=1)
+    svc = app.extensions["irscope"]
+    deadline = _time.monotonic() + 60
+    while not svc.runner.spares._spares.get("pytorch") and _time.monotonic() < deadline:
+        _time.sleep(0.2)
+    first = svc.runner.spares._spares["pytorch"][0][1]
+    _time.sleep(8)  # let it import torch before the job arrives
+    job = compile_and_wait(app.test_client(), "pytorch", SOLVE_MODEL)
+    assert job["status"] == "done", job["error"]
+    assert job["timings"]["job"]["worker"] == "pre-started"
+    assert job["timings"]["compile"]["import_torch_s"] < 0.5  # torch was already imported
+    assert "tanh" in stage_text(app.test_client(), job["id"], "dynamo.fx_graph")
+    replacement = svc.runner.spares._spares["pytorch"][0][1]
+    assert replacement is not first and replacement.alive() and not first.alive()
+    svc.runner.shutdown()
+    assert not replacement.alive()

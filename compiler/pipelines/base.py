@@ -88,6 +88,9 @@ class Pipeline:
     # irscope's own source for a trusted warm-up job that fills the toolchain cache (see
     # compiler/runner.warm_toolchain); None where the pipeline has nothing worth sharing.
     warmup_source: str | None = None
+    # Modules a spare worker imports before it is handed a job (see compiler/runner.Spares). A
+    # pipeline lists them only if its environment() does not depend on the request.
+    prewarm_modules: tuple[str, ...] = ()
 
     def normalise_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """Validated options with defaults filled in; unknown names are an OptionError."""

@@ -84,6 +84,7 @@ class PyTorchPipeline(Pipeline):
     example = EXAMPLE
     toolchain_packages = ("torch", "triton")
     warmup_source = torch_toolchain_cache.WARMUP_SOURCE
+    prewarm_modules = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",
