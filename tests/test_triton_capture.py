@@ -1,0 +1,156 @@
+"""Parsers of Triton's output (compiler/capture/mlir_passes.py, gpu_lines.py) on recorded fixtures."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from compiler.capture import gpu_lines, mlir_passes  # noqa: E402
+from compiler.pipelines.triton import parse_amdgcn_usage, parse_ptxas_log  # noqa: E402
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "triton")
+SOURCE = "/tmp/tx/job/kernels.py"  # the path the fixtures' locations name (see README.md)
+LOAD_X, LOAD_Y, STORE = 11, 12, 13
+KERNEL_LINES = set(range(7, 14))
+
+
+def fixture(name: str) -> str:
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_parse_dumps_reads_every_header():
+    dumps = mlir_passes.parse_dumps(fixture("add_kernel.sm_90.ttir.passes.mlir"))
+    assert [d.name for d in dumps][:3] == ["InlinerPass", "CanonicalizerPass", "CanonicalizerPass"]
+    assert dumps[-1].name == "TritonLoopUnroll" and dumps[-1].argument == "triton-loop-unroll"
+    assert all(d.when == "Before" for d in dumps)
+    assert dumps[1].op == "tt.func" and dumps[1].symbol == "@add_kernel"
+    assert dumps[0].argument.startswith("inline{")
+    assert all(d.ir.lstrip().startswith("#loc") and "tt.func public @add_kernel" in d.ir for d in dumps)
+
+
+def test_pass_records_diff_consecutive_dumps_and_end_at_the_stage_output():
+    stages = [("ttir", fixture("add_kernel.sm_90.ttir.passes.mlir"), fixture("add_kernel.sm_90.ttir")),
+              ("ttgir", fixture("add_kernel.sm_90.ttgir.passes.mlir"), fixture("add_kernel.sm_90.ttgir"))]
+    records = mlir_passes.pass_records(stages)
+    assert [r.index for r in records] == list(range(1, len(records) + 1))
+    ttir = [r for r in records if r.stage == "ttir"]
+    ttgir = [r for r in records if r.stage == "ttgir"]
+    assert len(ttir) == 8 and len(ttgir) > 30
+    # the canonicalizer folds the overflow checks Triton's frontend emits around pid * BLOCK
+    canon = ttir[1]
+    assert canon.name == "CanonicalizerPass" and canon.changed and canon.removed > canon.added
+    assert any("arith.cmpi sle" in line for line in canon.diff if line.startswith("-"))
+    assert not ttir[0].changed  # nothing to inline in a kernel with no calls
+    convert = ttgir[0]
+    assert convert.name == "ConvertTritonToTritonGPU" and convert.changed
+    assert any("#ttg.blocked" in line or "#blocked" in line for line in convert.diff if line.startswith("+"))
+    # diffs are location-free: renumbered #loc aliases are not changes
+    assert not any("loc(" in line for r in records for line in r.diff)
+    # the last ttgir pass is compared with the stage output, not with nothing
+    assert ttgir[-1].diff == [] or ttgir[-1].changed
+    log = mlir_passes.render_pass_log(records)
+    assert log.count("// pass ") == len(records)
+    assert f"// pass 9/{len(records)} [ttgir] ConvertTritonToTritonGPU on builtin.module: changed" in log
+
+
+def test_strip_locations():
+    ir = '#loc1 = loc("/a.py":3:1)\n  %0 = tt.load %p : tensor<4x!tt.ptr<f32>> loc(#loc1)\n'
+    assert mlir_passes.strip_locations(ir) == "  %0 = tt.load %p : tensor<4x!tt.ptr<f32>>\n"
+    nested = '  %x = arith.addf %a, %b : f32 loc(callsite("f"("/a.py":1:2) at #loc3))\n'
+    assert mlir_passes.strip_locations(nested) == "  %x = arith.addf %a, %b : f32\n"
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx942"])
+def test_mlir_source_map(arch):
+    for stage in ("ttir", "ttgir"):
+        text = fixture(f"add_kernel.{arch}.{stage}")
+        pairs = gpu_lines.mlir_source_map(text, SOURCE)
+        lines = text.splitlines()
+        assert {s for _, s in pairs} <= KERNEL_LINES
+        loads = [lines[a - 1] for a, s in pairs if s == LOAD_X]
+        assert any("tt.load" in line for line in loads) or any("amdg.buffer_load" in line for line in loads)
+        stores = [lines[a - 1] for a, s in pairs if s == STORE]
+        assert any("store" in line for line in stores)
+        # alias definitions are not mapped, only operations
+        assert not any(lines[a - 1].startswith("#loc") for a, _ in pairs)
+    assert gpu_lines.mlir_source_map(fixture("add_kernel.sm_90.ttir"), "/elsewhere.py") == []
+
+
+def test_mlir_callsite_prefers_the_users_frame():
+    text = ('#loc1 = loc("/lib/core.py":50:3)\n#loc2 = loc("/u.py":7:9)\n'
+            '  %0 = arith.addf %a, %b : f32 loc(callsite(#loc1 at #loc2))\n'
+            '  %1 = arith.mulf %a, %b : f32 loc(callsite("/u.py":3:1 at #loc2))\n')
+    assert gpu_lines.mlir_source_map(text, "/u.py") == [[3, 7], [4, 3]]
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx942"])
+def test_llvm_source_map(arch):
+    text = fixture(f"add_kernel.{arch}.llir")
+    pairs = gpu_lines.llvm_source_map(text, SOURCE)
+    lines = text.splitlines()
+    assert {s for _, s in pairs} <= KERNEL_LINES
+    assert any("define" in lines[a - 1] for a, s in pairs if s == 7)  # the DISubprogram line
+    assert any("!dbg" in lines[a - 1] for a, s in pairs if s == LOAD_X)
+    assert LOAD_Y in {s for _, s in pairs}
+
+
+def test_ptx_source_map_uses_the_loc_before_inline_asm():
+    text = fixture("add_kernel.sm_90.ptx")
+    pairs = gpu_lines.ptx_source_map(text, SOURCE)
+    lines = text.splitlines()
+    mapped = {s for _, s in pairs}
+    # LLVM counts the lines of the vectorised ld.global asm as lines 12..15; only real lines remain
+    assert mapped <= KERNEL_LINES and {LOAD_X, LOAD_Y, STORE} <= mapped
+    ld = [s for a, s in pairs if "ld.global.v4.b32" in lines[a - 1]]
+    assert ld and set(ld) <= {LOAD_X, LOAD_Y}
+    st = [s for a, s in pairs if "st.global.v4.b32" in lines[a - 1]]
+    assert st and set(st) == {STORE}
+
+
+def test_amdgcn_source_map():
+    text = fixture("add_kernel.gfx942.amdgcn")
+    pairs = gpu_lines.ptx_source_map(text, SOURCE)
+    lines = text.splitlines()
+    assert {LOAD_X, STORE} <= {s for _, s in pairs}
+    assert any("buffer_load" in lines[a - 1] or "global_load" in lines[a - 1] for a, s in pairs if s in (LOAD_X, LOAD_Y))
+
+
+def test_sass_source_map():
+    text = fixture("add_kernel.sm_90.sass")
+    valid = gpu_lines.source_lines(gpu_lines.llvm_source_map(fixture("add_kernel.sm_90.llir"), SOURCE))
+    pairs = gpu_lines.sass_source_map(text, SOURCE, valid)
+    lines = text.splitlines()
+    assert {s for _, s in pairs} <= valid
+    # without the inline-asm correction the loads (counted at lines 14, 15) stay unmapped
+    assert not any("LDG" in lines[a - 1] for a, _ in pairs)
+    assert any("STG" in lines[a - 1] for a, s in pairs if s == STORE)
+    assert all(lines[a - 1].lstrip().startswith("/*") for a, _ in pairs)  # instructions only
+    unfiltered = gpu_lines.sass_source_map(text, SOURCE)
+    assert len(unfiltered) >= len(pairs)
+
+
+def test_resource_parsers():
+    log = ("ptxas info    : Compiling entry function 'k' for 'sm_90a'\nptxas info    : Function properties for k\n"
+           "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, used 1 barriers, 16 bytes smem")
+    assert parse_ptxas_log(log) == {"registers": 255, "barriers": 1, "spill_stores_bytes": 4, "spill_loads_bytes": 4,
+                                    "stack_frame_bytes": 8, "shared_bytes_static": 16}
+    usage = parse_amdgcn_usage(fixture("add_kernel.gfx942.amdgcn"))
+    assert usage["vgpr_count"] > 0 and usage["sgpr_count"] > 0 and usage["vgpr_spill_count"] == 0
+
+
+def test_inline_asm_line_counting_is_undone_for_sass():
+    fix = gpu_lines.ptx_inline_asm_lines(fixture("add_kernel.sm_90.ptx"), SOURCE)
+    # the vectorised loads of lines 11 and 12 are the 4th asm line of their blocks
+    assert fix == {14: LOAD_X, 15: LOAD_Y}
+    text = fixture("add_kernel.sm_90.sass")
+    valid = gpu_lines.source_lines(gpu_lines.llvm_source_map(fixture("add_kernel.sm_90.llir"), SOURCE))
+    lines = text.splitlines()
+    pairs = gpu_lines.sass_source_map(text, SOURCE, valid, fix)
+    ldg = {s for a, s in pairs if "LDG" in lines[a - 1]}
+    assert ldg == {LOAD_X, LOAD_Y}

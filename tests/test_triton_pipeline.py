@@ -1,0 +1,349 @@
+"""End-to-end tests of the `triton` language on virtual targets (no GPU needed).
+
+A row softmax, a vector add and a tiled matmul are compiled for sm_80, sm_90 and gfx942. The
+jobs run in one child process (this file run as a script): the compile-only Triton driver and the
+FakeTensorMode they install are process-wide, and the worker runs each job in a fresh process too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+KERNELS = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(in_ptr + row * row_stride + offs, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    tl.store(out_ptr + row * row_stride + offs, num / tl.sum(num, axis=0), mask=mask)
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
+        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+
+x = torch.randn(64, 781, device="cuda")
+out = torch.empty_like(x)
+softmax_kernel[(x.shape[0],)](out, x, x.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+v = torch.randn(5000, device="cuda")
+add_kernel[lambda meta: (triton.cdiv(v.numel(), meta["BLOCK"]),)](v, v, torch.empty_like(v), v.numel(), BLOCK=1024)
+a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+matmul_kernel[(2, 2)](a, b, c, 256, 256, 128, *a.stride(), *b.stride(), *c.stride(), BM=128, BN=128, BK=32)
+print("launched", c.shape)
+'''
+
+# Reads a value on a virtual target after one launch: the kernel is shown, the job fails at line 12.
+READS_VALUES = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+x = torch.ones(128, device="cuda")
+double[(1,)](x, BLOCK=128)
+print(float(x.sum()))
+'''
+
+# Triton rejects the kernel while compiling it: the error names the user's line of the arange.
+COMPILE_ERROR = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bad(x_ptr):
+    offs = tl.arange(0, 100)
+    tl.store(x_ptr + offs, 1.0)
+
+
+bad[(1,)](torch.empty(128, device="cuda"))
+'''
+
+TARGETS = ("cuda:sm_80", "cuda:sm_90", "hip:gfx942")
+
+
+def _line(source: str, needle: str, nth: int = 0) -> int:
+    lines = [i for i, text in enumerate(source.splitlines(), start=1) if needle in text]
+    return lines[nth]
+
+
+def _run_job(source: str, target: str, out: str) -> None:
+    """Child-process side: run one job as the worker would and write bundle + error.json."""
+    sys.path.insert(0, ROOT)
+    from compiler.model import Request
+    from compiler.pipelines.base import Bundle, UserError
+    from compiler.pipelines.triton import TritonPipeline
+    workdir = os.path.join(out, "work")
+    os.makedirs(workdir, exist_ok=True)
+    pipeline = TritonPipeline()
+    request = Request("triton", source, pipeline.normalise_options({"target": target}))
+    os.environ.update(pipeline.environment(request, workdir))
+    bundle = Bundle(os.path.join(out, "bundle"))
+    error = None
+    try:
+        pipeline.run(request, bundle)
+    except UserError as e:
+        error = e.error.to_json()
+    with open(os.path.join(out, "error.json"), "w") as f:
+        json.dump(error, f)
+
+
+class Job:
+    def __init__(self, directory: str):
+        self.directory = os.path.join(directory, "bundle")
+        with open(os.path.join(self.directory, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        with open(os.path.join(directory, "error.json")) as f:
+            self.error = json.load(f)
+        self.stages = {s["key"]: s for s in self.manifest["stages"]}
+
+    def text(self, key: str) -> str:
+        with open(os.path.join(self.directory, self.stages[key]["file"])) as f:
+            return f.read()
+
+    def mapped_lines(self, key: str) -> set[int]:
+        return {src for _, src in self.stages[key]["source_map"]}
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> dict[str, Job]:
+    base = tmp_path_factory.mktemp("triton-jobs")
+    plan = [(t, KERNELS, str(base / t.replace(":", "_"))) for t in TARGETS]
+    plan.append(("cuda:sm_90", READS_VALUES, str(base / "reads_values")))
+    plan.append(("cuda:sm_100", KERNELS, str(base / "sm_100")))
+    plan.append(("cuda:sm_90", COMPILE_ERROR, str(base / "compile_error")))
+    src_dir = base / "sources"
+    src_dir.mkdir()
+    args = []
+    for i, (target, source, out) in enumerate(plan):
+        path = src_dir / f"{i}.py"
+        path.write_text(source)
+        args += [target, str(path), out]
+    done = subprocess.run([sys.executable, __file__, *args], cwd=str(base), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
+    result["reads_values"] = Job(plan[-3][2])
+    result["cuda:sm_100"] = Job(plan[-2][2])
+    result["compile_error"] = Job(plan[-1][2])
+    return result
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_kernel_has_every_stage(jobs, target):
+    job = jobs[target]
+    assert job.error is None
+    final = "ptx" if target.startswith("cuda") else "amdgcn"
+    for kernel in ("softmax_kernel", "add_kernel", "matmul_kernel"):
+        for stage in ("source", "ttir", "ttgir", "llir", final, "passes", "metadata"):
+            assert f"triton.{stage}:{kernel}" in job.stages, (stage, kernel, sorted(job.stages))
+        if target.startswith("cuda"):
+            assert f"triton.sass:{kernel}" in job.stages
+    assert "tt.dot" in job.text("triton.ttir:matmul_kernel")
+    assert "run.stdout" in job.stages and "launched" in job.text("run.stdout")
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_80", "cuda:sm_90"])
+def test_ptx_names_the_target_and_sass_is_real(jobs, target):
+    job = jobs[target]
+    sm = target.split(":")[1]
+    ptx = job.text("triton.ptx:matmul_kernel")
+    assert f".target {sm}" in ptx  # sm_90 compiles as sm_90a
+    sass = job.text("triton.sass:matmul_kernel")
+    # nvdisasm reads the cubin's ELF header: built for that SM
+    assert f"EF_CUDA_SM{sm[3:]}" in sass or f".target\t{sm}" in sass
+    # the tiled matmul uses tensor cores: HMMA on Ampere, warpgroup MMA (HGMMA) or HMMA on Hopper
+    assert "HMMA" in sass or "HGMMA" in sass
+    assert "LDG" in job.text("triton.sass:add_kernel")
+
+
+def test_sm100_blackwell(jobs):
+    job = jobs["cuda:sm_100"]
+    assert job.error is None
+    assert ".target sm_100a" in job.text("triton.ptx:matmul_kernel")
+    assert "EF_CUDA_SM100" in job.text("triton.sass:matmul_kernel") or \
+        ".target\tsm_100a" in job.text("triton.sass:matmul_kernel")
+    meta = json.loads(job.text("triton.metadata:matmul_kernel"))
+    assert meta["registers"] > 0 and "ptxas-blackwell" in meta["ptxas_log"]
+
+
+def test_gfx942_amdgcn(jobs):
+    job = jobs["hip:gfx942"]
+    asm = job.text("triton.amdgcn:matmul_kernel")
+    assert "gfx942" in asm and "v_mfma" in asm  # the matmul lowers to MFMA instructions
+    meta = json.loads(job.text("triton.metadata:matmul_kernel"))
+    assert meta["target"] == "hip:gfx942" and meta["warp_size"] == 64
+    assert meta["amdgcn_usage"]["vgpr_count"] > 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_passes_listed_with_diffs(jobs, target):
+    job = jobs[target]
+    stage = job.stages["triton.passes:softmax_kernel"]
+    passes = stage["meta"]["passes"]
+    assert len(passes) > 30
+    assert {p["stage"] for p in passes} == {"ttir", "ttgir", "llir"}
+    names = [p["name"] for p in passes]
+    # the stages' pass managers, in order: TTIR's canonicalisation before the TTGIR conversion
+    assert names.index("CanonicalizerPass") < names.index("ConvertTritonToTritonGPU")
+    first_ttgir = next(p for p in passes if p["stage"] == "ttgir")
+    assert first_ttgir["name"] == "ConvertTritonToTritonGPU" and first_ttgir["changed"]
+    assert any(not p["changed"] for p in passes)
+    text = job.text("triton.passes:softmax_kernel")
+    assert "--- before ConvertTritonToTritonGPU" in text and "+++ after ConvertTritonToTritonGPU" in text
+    assert any(line.startswith("+") and "ttg." in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_source_maps_reach_the_load_line(jobs, target):
+    job = jobs[target]
+    load = _line(KERNELS, "x = tl.load(in_ptr")
+    final = "ptx" if target.startswith("cuda") else "amdgcn"
+    stages = ["source", "ttir", "ttgir", "llir", final] + (["sass"] if target.startswith("cuda") else [])
+    for stage in stages:
+        assert load in job.mapped_lines(f"triton.{stage}:softmax_kernel"), stage
+    if target.startswith("cuda"):  # the SASS lines of the load line include its global loads
+        sass = job.text("triton.sass:softmax_kernel").splitlines()
+        assert any("LDG" in sass[a - 1] for a, s in job.stages["triton.sass:softmax_kernel"]["source_map"]
+                   if s == load)
+    # a TTIR line mapped to the load line really is a load
+    ttir = job.text("triton.ttir:softmax_kernel").splitlines()
+    mapped = [ttir[a - 1] for a, s in job.stages["triton.ttir:softmax_kernel"]["source_map"] if s == load]
+    assert any("tt.load" in line for line in mapped)
+    # nothing maps outside the kernels' lines
+    last_kernel_line = _line(KERNELS, "tl.store(c_ptr")
+    for stage in stages:
+        assert max(job.mapped_lines(f"triton.{stage}:matmul_kernel")) <= last_kernel_line
+
+
+def test_metadata_and_launches(jobs):
+    job = jobs["cuda:sm_90"]
+    meta = json.loads(job.text("triton.metadata:matmul_kernel"))
+    assert meta["registers"] > 0 and meta["cubin_resource_usage"]["REG"] == meta["registers"]
+    assert meta["shared_memory_bytes"] > 0  # the tiles are staged through shared memory
+    assert meta["num_warps"] == 4
+    # the tile sizes, and the unit strides Triton specialises into constants
+    assert meta["constexprs"] == {"BM": 128, "BN": 128, "BK": 32, "sak": 1, "sbn": 1, "scn": 1}
+    assert set(meta["compile_times_ms"]) >= {"ttir", "ttgir", "llir", "ptx", "cubin"}
+    assert "Used" in meta["ptxas_log"] and meta["spill_stores_bytes"] == 0
+    launches = json.loads(job.text("triton.launches"))
+    assert [launch["kernel"] for launch in launches] == ["softmax_kernel", "add_kernel", "matmul_kernel"]
+    assert launches[0]["grid"] == [64, 1, 1]
+    assert launches[1]["grid"] == [5, 1, 1]  # the grid function saw BLOCK=1024
+    assert launches[2]["grid"] == [2, 2, 1]
+    assert launches[2]["line"] == _line(KERNELS, "matmul_kernel[(2, 2)]")
+    args = {a["name"]: a for a in launches[2]["arguments"]}
+    assert args["a_ptr"]["dtype"] == "float16" and args["a_ptr"]["shape"] == [256, 128]
+    assert args["BM"]["constexpr"] and args["BM"]["value"] == 128
+    assert all(launch["timing_ms"] is None for launch in launches)  # nothing ran, nothing timed
+    target = job.manifest["timings"]["target"]
+    assert target["name"] == "cuda:sm_90" and target["virtual"] and not target["executed"]
+    assert "kernels" not in job.manifest["timings"]
+
+
+def test_reading_values_on_a_virtual_target_names_the_line(jobs):
+    job = jobs["reads_values"]
+    assert job.error["kind"] == "UserCodeError"
+    assert job.error["line"] == _line(READS_VALUES, "print(float(x.sum()))")
+    assert "fake" in job.error["message"]
+    assert "triton.ptx:double" in job.stages  # what compiled before the failure is shown
+
+
+def test_triton_compile_error_names_the_users_line(jobs):
+    error = jobs["compile_error"].error
+    assert error["kind"] == "CompileError"
+    assert error["line"] == _line(COMPILE_ERROR, "tl.arange(0, 100)")
+    assert "power of 2" in error["message"]
+
+
+def test_syntax_error_names_its_line(tmp_path, monkeypatch):
+    sys.path.insert(0, ROOT)
+    from compiler.model import Request
+    from compiler.pipelines.base import Bundle, UserError
+    from compiler.pipelines.triton import TritonPipeline
+    monkeypatch.setenv("IRSCOPE_WORKDIR", str(tmp_path))
+    source = "import triton\n\n@triton.jit\ndef k(x_ptr):\n    y = (1,\n"
+    pipeline = TritonPipeline()
+    with pytest.raises(UserError) as e:
+        pipeline.run(Request("triton", source, pipeline.normalise_options({})), Bundle(str(tmp_path / "b")))
+    assert e.value.error.kind == "SyntaxError" and e.value.error.line == 5
+
+
+def test_schema_imports_no_compiler():
+    code = ("import sys; sys.path.insert(0, %r); from compiler.pipelines import get; p = get('triton'); "
+            "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules); "
+            "print([o.choices for o in p.options])" % ROOT)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "cuda:sm_90" in done.stdout and "hip:gfx942" in done.stdout
+
+
+@pytest.mark.gpu
+def test_real_gpu_runs_and_times_every_launch(tmp_path):
+    """On a CUDA machine (bench/gpu_check.py): target auto runs the program and times launches."""
+    out = str(tmp_path / "real")
+    src = tmp_path / "kernels.py"
+    src.write_text(KERNELS)
+    done = subprocess.run([sys.executable, __file__, "auto", str(src), out], capture_output=True, text=True,
+                          timeout=600, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-4000:]
+    job = Job(out)
+    assert job.error is None
+    target = job.manifest["timings"]["target"]
+    assert target["executed"] and not target["virtual"] and target["name"] == target["worker_device"]
+    launches = json.loads(job.text("triton.launches"))
+    assert len(launches) == 3
+    for launch in launches:
+        t = launch["timing_ms"]
+        assert 0 < t["p20"] <= t["median"] <= t["p80"]
+    assert [k["kernel"] for k in job.manifest["timings"]["kernels"]] == ["softmax_kernel", "add_kernel",
+                                                                         "matmul_kernel"]
+    assert "launched" in job.text("run.stdout")
+
+
+if __name__ == "__main__":
+    # child process: triples of (target, source file, output directory)
+    argv = sys.argv[1:]
+    for i in range(0, len(argv), 3):
+        target, source_path, out = argv[i:i + 3]
+        with open(source_path) as f:
+            _run_job(f.read(), target, out)
