@@ -335,3 +335,19 @@ def test_pre_started_worker_has_torch_imported_and_is_used_once(tmp_path):
     assert replacement is not first and replacement.alive() and not first.alive()
     svc.runner.shutdown()
     assert not replacement.alive()
+
+
+def test_virtual_sm90_target_through_the_api(client):
+    """No GPU here: target cuda:sm_90 makes Inductor write Triton kernels, compiled to PTX and SASS."""
+    source = "import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\nexample_inputs = (torch.randn(1024),)\n"
+    job = compile_and_wait(client, "pytorch", source, {"target": "cuda:sm_90"})
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    code = stage_text(client, job["id"], "inductor.output_code")
+    assert "@triton.jit" in code and "triton_poi_fused_add_mul_sin_0" in code
+    ptx = [k for k in keys if k.startswith("triton.ptx:triton_poi_fused_add_mul_sin_0")]
+    assert ptx and ".target sm_90" in stage_text(client, job["id"], ptx[0])
+    sass = [k for k in keys if k.startswith("triton.sass:")]
+    assert sass and stage_text(client, job["id"], sass[0]).strip()
+    assert job["timings"]["target"]["virtual"] is True
+    assert "run" not in job["timings"]  # nothing ran: no invented timings

@@ -16,9 +16,12 @@ def render(text: str, meta: dict[str, Any]) -> str:
     except json.JSONDecodeError:
         return f'<pre class="code">{escape(text)}</pre>'
     rows = data.get("table", [])
-    head = "<tr><th>op or kernel</th><th>calls</th><th>self µs</th><th>total µs</th></tr>"
+    device = any(r.get("self_device_us") for r in rows)
+    head = ("<tr><th>op or kernel</th><th>calls</th><th>self CPU µs</th><th>total CPU µs</th>"
+            + ("<th>self GPU µs</th>" if device else "") + "</tr>")
     body = "".join(f"<tr><td><code>{escape(r['name'])}</code></td><td class='num'>{r['calls']}</td>"
-                   f"<td class='num'>{r['self_us']:.1f}</td><td class='num'>{r['total_us']:.1f}</td></tr>"
+                   f"<td class='num'>{r['self_us']:.1f}</td><td class='num'>{r['total_us']:.1f}</td>"
+                   + (f"<td class='num'>{r.get('self_device_us', 0):.1f}</td>" if device else "") + "</tr>"
                    for r in rows)
     note = f"<p class='note'>{escape(str(data.get('where', '')))}; one call, under torch.profiler</p>"
     return note + _timeline(data.get("events", [])) + f'<table class="data">{head}{body}</table>'

@@ -94,6 +94,12 @@ class PyTorchPipeline(Pipeline):
         Option("fullgraph", "bool", False, "Fail on the first graph break instead of splitting the graph."),
         Option("training", "bool", False, "Also run backward (loss = sum of the outputs), so AOTAutograd "
                                           "builds and Inductor compiles the backward graph."),
+        Option("target", "choice", "host", "host: run as written (CPU tensors stay on the CPU). cuda:sm_*: on a "
+                                           "worker with a CUDA device, move model and inputs there and run; on "
+                                           "one without, generate Inductor's GPU code for a virtual device of "
+                                           "that architecture and compile every Triton kernel to PTX and SASS "
+                                           "(nothing runs, no timings).",
+               choices=("host", "cuda:sm_80", "cuda:sm_90", "cuda:sm_100")),
         Option("cpp_wrapper", "bool", False, "Generate a C++ wrapper instead of Python (inductor cpp_wrapper)."),
         Option("export", "bool", False, "Take the export path instead: torch.export.export, then AOTInductor "
                                         "(aoti_compile_and_package) into a .pt2 package, loaded and timed."),
@@ -138,6 +144,14 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("running your source")
         namespace, printed = run_source(bundle, path)
         model, inputs = _entry_points(namespace, torch)
+        if options["target"] != "host":
+            if not torch.cuda.is_available():
+                self._virtual_gpu(request, bundle, model, inputs, printed, path)
+                return
+            model, inputs = _to_cuda(model, inputs, torch)
+            bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
+                                     "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
+                                     "virtual": False, "executed": True})
         compiled = None if options["export"] else torch.compile(
             model, backend=options["backend"], mode=None if options["mode"] == "default" else options["mode"],
             dynamic=None if options["dynamic"] == "auto" else options["dynamic"], fullgraph=options["fullgraph"])
@@ -180,6 +194,27 @@ class PyTorchPipeline(Pipeline):
         kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", json.dumps(kernels))
         bundle.timing("run", run)
+
+
+    def _virtual_gpu(self, request: Request, bundle: Bundle, model: Any, inputs: tuple, printed: str,
+                     path: str) -> None:
+        """No CUDA device here: Inductor generates GPU code for a virtual one (pytorch_gpu)."""
+        from compiler.pipelines.pytorch_gpu import run_virtual_gpu
+        bundle.add("run.stdout", "Program output", "Run", "text", printed)
+        try:
+            run_virtual_gpu(model, inputs, request.options["target"], bundle, request.options)
+        except OptionError as e:
+            raise UserError("OptionError", str(e)) from None
+        finally:
+            entries = torch_trace.read_dir(os.environ.get("TORCH_TRACE", ""))
+            bundle.timing("compile", _compile_timings(entries))
+
+
+def _to_cuda(model: Any, inputs: tuple, torch: Any) -> tuple[Any, tuple]:
+    """The user's model and inputs on the worker's CUDA device (target: cuda:*, a real GPU)."""
+    if isinstance(model, torch.nn.Module):
+        model = model.to("cuda")
+    return model, tuple(t.to("cuda") if isinstance(t, torch.Tensor) else t for t in inputs)
 
 
 def _set_config(config: Any, key: str, value: Any) -> None:

@@ -5,6 +5,7 @@ which would guard-fail and recompile)."""
 from __future__ import annotations
 
 import copy
+import statistics
 from typing import Any, Callable
 
 from compiler.pipelines.user_code import CappedText, captured_stdout
@@ -33,21 +34,22 @@ def _stepper(inputs: tuple, training: bool, torch: Any) -> Callable[[Any], Any]:
 
 def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any) -> dict[str, Any]:
     """`timings.run`: medians with spread, memory peaks, accuracy; and the kernel profile."""
-    from torch.utils.benchmark import Timer
     step = _stepper(inputs, training, torch)
-    result: dict[str, Any] = {"where": f"host CPU ({torch.get_num_threads()} threads), torch.utils.benchmark",
-                              "what": "forward + backward" if training else "forward",
-                              "statistic": "median per call after 3 warm-up calls; spread is the IQR"}
+    on_cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    where = (f"{torch.cuda.get_device_name()}, CUDA events (triton.testing.do_bench)" if on_cuda
+             else f"host CPU ({torch.get_num_threads()} threads), torch.utils.benchmark")
+    result: dict[str, Any] = {"where": where, "what": "forward + backward" if training else "forward",
+                              "statistic": "median per call after warm-up; spread is the IQR"}
     outputs: dict[str, Any] = {}
     with captured_stdout(CappedText(0)):  # prints inside forward would flood the output
         for name, fn in (("eager", model), ("compiled", compiled)):
             for _ in range(3):  # warm-up: caches, allocator, the lazily compiled backward
                 outputs[name] = step(fn)
-            m = Timer(stmt="step(fn)", globals={"step": step, "fn": fn}).blocked_autorange(min_run_time=0.5)
-            result[f"{name}_ms"] = round(m.median * 1e3, 4)
-            result[f"{name}_iqr_ms"] = round(m.iqr * 1e3, 4)
-            result[f"{name}_repeats"] = len(m.times)
-            result[f"{name}_calls_per_repeat"] = m.number_per_run
+            times_ms = _cuda_times(step, fn) if on_cuda else _cpu_times(step, fn)
+            result[f"{name}_ms"] = round(statistics.median(times_ms), 4)
+            quartiles = statistics.quantiles(times_ms, n=4) if len(times_ms) > 1 else [times_ms[0]] * 3
+            result[f"{name}_iqr_ms"] = round(quartiles[2] - quartiles[0], 4)
+            result[f"{name}_repeats"] = len(times_ms)
         result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] else None
         reference = _float64_reference(model, inputs, torch)
         result["accuracy"] = {"vs_eager": _errors(outputs["eager"], outputs["compiled"], torch)}
@@ -61,6 +63,19 @@ def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any
     result["kernels"] = profiles["compiled"]["table"]
     result["kernel_timeline"] = profiles["compiled"]["events"]
     return result
+
+
+def _cpu_times(step: Callable[[Any], Any], fn: Any) -> list[float]:
+    """Milliseconds per call of each of torch.utils.benchmark's blocked measurements."""
+    from torch.utils.benchmark import Timer
+    m = Timer(stmt="step(fn)", globals={"step": step, "fn": fn}).blocked_autorange(min_run_time=0.5)
+    return [t * 1e3 for t in m.times]
+
+
+def _cuda_times(step: Callable[[Any], Any], fn: Any) -> list[float]:
+    """Milliseconds per call from CUDA events, Triton's do_bench (it flushes the L2 between calls)."""
+    import triton.testing
+    return list(triton.testing.do_bench(lambda: step(fn), warmup=25, rep=200, return_mode="all"))
 
 
 def _float64_reference(model: Any, inputs: tuple, torch: Any) -> Any:
@@ -94,15 +109,17 @@ def _errors(expected: Any, actual: Any, torch: Any) -> dict[str, Any]:
 def _profile(step: Callable[[Any], Any], fn: Any, torch: Any) -> dict[str, Any]:
     """One call under torch.profiler: per-op self time and calls, a timeline, and the memory peak."""
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities, profile_memory=True) as prof:
         step(fn)
     table = []
     for row in prof.key_averages():
         if row.key == "[memory]":
             continue
+        device_us = getattr(row, "self_device_time_total", 0.0) or 0.0
         table.append({"name": row.key, "calls": row.count, "self_us": round(row.self_cpu_time_total, 2),
-                      "total_us": round(row.cpu_time_total, 2)})
-    table.sort(key=lambda r: -r["self_us"])
+                      "total_us": round(row.cpu_time_total, 2), "self_device_us": round(device_us, 2)})
+    table.sort(key=lambda r: -(r["self_device_us"] or r["self_us"]))
     events = []
     peak = running = 0
     raw = sorted(prof.events(), key=lambda e: e.time_range.start)
