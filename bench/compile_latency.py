@@ -5,8 +5,8 @@
 
 Each repeat submits a source that differs only in a comment, so the result cache never answers and
 every job starts a new sandboxed worker with an empty Inductor cache: first with no toolchain
-cache ("cold"), then seeded with the ISA probes of the trusted warm-up job ("warm", what a running
-server does after start-up). Prints each run, the median and spread of each, their ratio, and the
+cache ("cold"), then seeded with the ISA probes of the trusted warm-up job ("warm"), then also
+handed to a pre-started worker that has torch imported ("warm + spare", what `irscope serve` does). Prints each run, the median and spread of each, their ratio, and the
 ratio to the 18 s reference (a tiny model under bubblewrap, cold, measured by hand before irscope).
 """
 from __future__ import annotations
@@ -36,9 +36,10 @@ def one(app, repeat: int) -> tuple[float, dict]:
     return elapsed, current.timings
 
 
-def series(app, label: str, repeats: int) -> float:
+def series(app, label: str, repeats: int, pause_s: float = 0.0) -> float:
     times = []
     for i in range(repeats):
+        time.sleep(pause_s if i else 0.0)  # let the replacement spare finish its import
         seconds, timings = one(app, i)
         c = timings.get("compile", {})
         print(f"{label} run {i + 1}: {seconds:.2f} s (import torch {c.get('import_torch_s', 0):.2f} s, "
@@ -60,16 +61,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--insecure-no-sandbox", action="store_true")
     args = parser.parse_args()
-    app = create_app({"data_dir": tempfile.mkdtemp(prefix="irscope-bench-"), "languages": "pytorch",
-                      "sandbox": "none" if args.insecure_no_sandbox else "bwrap", "warm_toolchain_cache": False,
-                      "workers": 1})
+    config = {"data_dir": tempfile.mkdtemp(prefix="irscope-bench-"), "languages": "pytorch",
+              "sandbox": "none" if args.insecure_no_sandbox else "bwrap", "warm_toolchain_cache": False,
+              "workers": 1, "spare_workers": 0}
+    app = create_app(config)
     cold = series(app, "cold", args.repeats)
     started = time.perf_counter()
     runner.warm_toolchain(app.extensions["irscope"].runner.config, "pytorch", toolchain("pytorch"))
     print(f"warm-up job (once per server and toolchain): {time.perf_counter() - started:.2f} s", flush=True)
     warm = series(app, "warm", args.repeats)
-    print(f"warm / cold: {warm / cold:.2f}")
     app.extensions["irscope"].runner.shutdown()
+    # what `irscope serve` does: toolchain cache plus one pre-started worker, torch already imported
+    app = create_app(dict(config, spare_workers=1))
+    spares = app.extensions["irscope"].runner.spares
+    while not spares._spares.get("pytorch"):
+        time.sleep(0.1)
+    time.sleep(10)  # the spare imports torch before the first job arrives, as between a class's edits
+    served = series(app, "warm + spare", args.repeats, pause_s=10)
+    app.extensions["irscope"].runner.shutdown()
+    print(f"warm / cold: {warm / cold:.2f}; warm + spare / cold: {served / cold:.2f}")
 
 
 if __name__ == "__main__":

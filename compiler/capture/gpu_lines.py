@@ -153,6 +153,16 @@ _PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:\s*,\s*\d+\s*,\s*\d+)?
 _PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
+def _ptx_files(lines: list[str]) -> dict[str, str]:
+    """PTX's `.file N "dir", "name"` table: file number -> path."""
+    files: dict[str, str] = {}
+    for line in lines:
+        m = _PTX_FILE.match(line)
+        if m:
+            files[m.group(1)] = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
+    return files
+
+
 def ptx_source_map(text: str, source_file: str) -> SourceMap:
     """Source map of PTX from its `.loc` directives.
 
@@ -160,11 +170,7 @@ def ptx_source_map(text: str, source_file: str) -> SourceMap:
     asm line gets the previous `.loc` line + 1), so inside `// begin inline asm` ... `// end inline
     asm` the `.loc` that preceded the block is used instead of those counted ones."""
     lines = text.splitlines()
-    files: dict[str, str] = {}
-    for line in lines:
-        m = _PTX_FILE.match(line)
-        if m:
-            files[m.group(1)] = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
+    files = _ptx_files(lines)
     pairs: SourceMap = []
     current: int | None = None
     in_asm = False
@@ -204,11 +210,7 @@ def ptx_inline_asm_lines(text: str, source_file: str) -> dict[int, int]:
     ptxas keeps the counted line, so SASS shows the load of line 11 at line 14; this table undoes
     that where it is unambiguous (a counted line that two blocks disagree on is left out)."""
     lines = text.splitlines()
-    files: dict[str, str] = {}
-    for line in lines:
-        m = _PTX_FILE.match(line)
-        if m:
-            files[m.group(1)] = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
+    files = _ptx_files(lines)
     found: dict[int, set[int]] = {}
     real: int | None = None
     counted: int | None = None
