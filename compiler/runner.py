@@ -37,6 +37,8 @@ _LIMIT_KINDS = {"wall_time": "WallTimeLimit", "cpu_time": "CpuTimeLimit", "file_
 class Runner(Protocol):
     def submit(self, job: Job) -> None: ...
 
+    def start_background(self, languages: list[str], warm: bool) -> None: ...
+
     def shutdown(self) -> None: ...
 
 
@@ -125,10 +127,7 @@ class Spares:
         _prepare_job_dir(job_dir)
         env, binds = _toolchain_binds(self.config, language, toolchain(language), worker_env(self.config))
         env["IRSCOPE_SPARE_FOR"] = language
-        spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
-                                   job_dir=job_dir, env=env, ro_paths=_ro_paths(), ro_binds=binds,
-                                   use_bwrap=self.config.use_bwrap)
-        return job_dir, sandbox.Sandboxed(spec, self.config.limits)
+        return job_dir, sandbox.Sandboxed(_worker_spec(self.config, job_dir, env, binds), self.config.limits)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -168,9 +167,7 @@ def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str]
     _prepare_job_dir(job_dir)
     _write_request(job_dir, Request(language, source, {}), versions)
     env = dict(worker_env(config), IRSCOPE_EXPORT_TOOLCHAIN_CACHE=("/job" if config.use_bwrap else job_dir) + "/toolchain")
-    spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
-                               job_dir=job_dir, env=env, ro_paths=_ro_paths(), use_bwrap=config.use_bwrap)
-    outcome = sandbox.run(spec, config.limits)
+    outcome = sandbox.run(_worker_spec(config, job_dir, env, []), config.limits)
     manifest = read_manifest(os.path.join(job_dir, "out"))
     built = os.path.join(job_dir, "toolchain")
     ok = outcome.limit is None and manifest is not None and manifest.status == "done" and os.path.isdir(built)
@@ -183,8 +180,14 @@ def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str]
     return ok
 
 
-def _ro_paths() -> list[str]:
-    return sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")]
+def _worker_spec(config: RunnerConfig, job_dir: str, env: dict[str, str],
+                 binds: list[tuple[str, str]]) -> sandbox.SandboxSpec:
+    """`python -m compiler.worker` for one job directory, seeing the Python install, the venv and
+    irscope's `compiler` package read-only."""
+    return sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
+                               job_dir=job_dir, env=env,
+                               ro_paths=sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")],
+                               ro_binds=binds, use_bwrap=config.use_bwrap)
 
 
 def _prepare_job_dir(job_dir: str) -> None:
@@ -262,11 +265,8 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
 
     if spare is None:
         env, binds = _toolchain_binds(config, job.request.language, job.toolchain, worker_env(config))
-        spec = sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
-                                   job_dir=job_dir, env=env, ro_paths=_ro_paths(), ro_binds=binds,
-                                   use_bwrap=config.use_bwrap)
         _write_request(job_dir, job.request, job.toolchain)
-        proc = sandbox.Sandboxed(spec, config.limits)
+        proc = sandbox.Sandboxed(_worker_spec(config, job_dir, env, binds), config.limits)
     else:
         _write_request(job_dir, job.request, job.toolchain)
         proc.start_clock()
