@@ -13,6 +13,8 @@
 
   function compile() { htmx.trigger(form, "submit"); }
   document.addEventListener("keydown", function (e) {
+    // inside the editor CodeMirror's own Ctrl-Enter binding has compiled already
+    if (e.defaultPrevented || editor.hasFocus()) { return; }
     if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { e.preventDefault(); compile(); }
   });
   form.addEventListener("htmx:configRequest", function (e) {
@@ -39,7 +41,7 @@
     editor.addLineClass(line - 1, "background", cls);
     markedLines.push([line - 1, cls]);
   }
-  function artifactLines() { return document.querySelectorAll("#pane pre.code .ln[data-src]"); }
+  function artifactLines() { return document.querySelectorAll("#results .pane pre.code .ln[data-src]"); }
   function paintPane() {
     clearEditorMarks();
     var seen = {};
@@ -72,11 +74,11 @@
     if (scroll && first) { first.scrollIntoView({block: "center"}); }
   }
   document.addEventListener("mouseover", function (e) {
-    var el = e.target.closest && e.target.closest("#pane pre.code .ln[data-src]");
+    var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");
     if (el) { lightSource(parseInt(el.dataset.src, 10), false); }
   });
   document.addEventListener("click", function (e) {
-    var el = e.target.closest && e.target.closest("#pane pre.code .ln[data-src]");
+    var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");
     if (el) {
       var line = parseInt(el.dataset.src, 10);
       editor.scrollIntoView({line: line - 1, ch: 0}, 80);
