@@ -62,7 +62,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     runner = LocalRunner(store, RunnerConfig(data_dir=values["data_dir"], workers=int(values["workers"]),
                                              limits=limits_from(values), use_bwrap=use_bwrap,
                                              keep_job_dirs=bool(values["keep_job_dirs"]),
-                                             spare_workers=int(values["spare_workers"])))
+                                             spare_workers=int(values["spare_workers"]),
+                                             max_stage_bytes=int(values["max_stage_kb"]) * 1024))
     jobs = Jobs(store, runner, JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
                                           reuse_results=bool(values["reuse_results"])))
     if refusal is None:

@@ -46,6 +46,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("file_size_limit_mb", 256, "Largest file a job may write, in MiB (RLIMIT_FSIZE)."),
     Setting("tmp_size_mb", 2048, "Size of the job's private /tmp (a tmpfs), in MiB."),
     Setting("output_limit_kb", 1024, "Captured program output and worker log kept per job, in KiB."),
+    Setting("max_stage_kb", 16384, "Largest artifact kept per stage, in KiB; a larger one is cut at a line "
+                                   "boundary and says so on its page."),
     Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
     Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
                                    "from the store instead of compiling again."),

@@ -50,6 +50,7 @@ class RunnerConfig:
     use_bwrap: bool
     keep_job_dirs: bool = False
     spare_workers: int = 0  # pre-started workers kept per language that can use them
+    max_stage_bytes: int = 16 << 20
 
 
 class LocalRunner:
@@ -228,6 +229,7 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
         "IRSCOPE_OUTPUT_LIMIT": str(config.limits.output_bytes),
         "IRSCOPE_MEMORY_LIMIT_MB": str(config.limits.memory_bytes // 2**20),
         "IRSCOPE_FILE_SIZE_LIMIT_MB": str(config.limits.file_bytes // 2**20),
+        "IRSCOPE_MAX_STAGE_BYTES": str(config.max_stage_bytes),
     }
 
 

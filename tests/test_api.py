@@ -125,3 +125,15 @@ def test_timings_view_draws_measured_numbers():
                            "run": {"eager_ms": 2.0, "compiled_ms": 1.0, "speedup": 2.0, "where": "host CPU"}})
     assert html.count("<rect") == 4  # two phases, two run bars
     assert "dynamo tracing: 0.25 s" in html and "compiled: 1 ms" in html and "host CPU" in html
+
+
+def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):
+    from compiler.pipelines.base import Bundle
+    bundle = Bundle(str(tmp_path / "out"), max_stage_bytes=1000)
+    text = "".join(f"line {n:04d}\n" for n in range(1, 501))  # 5000 bytes
+    stage = bundle.add("big", "Big", "G", "text", text, source_map=[[1, 1], [90, 2], [300, 3]])
+    kept = open(tmp_path / "out" / stage.file).read()
+    assert kept.endswith("line 0100") and stage.size == len(kept) == 999  # 100 whole lines of 10 bytes
+    assert stage.meta["truncated"] == {"bytes": 5000, "kept_bytes": 999, "kept_lines": 100}
+    assert "stage limit (setting max_stage_kb)" in stage.meta["note"]
+    assert stage.source_map == [[1, 1], [90, 2]]

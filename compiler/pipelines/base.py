@@ -126,8 +126,11 @@ class Bundle:
     stage. The manifest is rewritten (atomically) after every stage so the runner can show stages
     while the job is still running."""
 
-    def __init__(self, directory: str, toolchain: dict[str, str] | None = None):
+    def __init__(self, directory: str, toolchain: dict[str, str] | None = None,
+                 max_stage_bytes: int | None = None):
         self.directory = directory
+        # The worker exports the settings table's max_stage_kb; a stage larger than that is cut.
+        self.max_stage_bytes = max_stage_bytes or int(os.environ.get("IRSCOPE_MAX_STAGE_BYTES", 16 << 20))
         self.manifest = Manifest(status="running", toolchain=dict(toolchain or {}))
         self._keys: set[str] = set()
         os.makedirs(directory, exist_ok=True)
@@ -139,11 +142,22 @@ class Bundle:
         if key in self._keys:
             raise ValueError(f"stage {key!r} written twice")
         self._keys.add(key)
+        meta = dict(meta or {})
+        size = len(text.encode("utf-8"))
+        if size > self.max_stage_bytes:
+            # Keep whole lines up to the cap and say so; the source map keeps the lines that remain.
+            kept = text.encode("utf-8")[: self.max_stage_bytes].decode("utf-8", "ignore").rsplit("\n", 1)[0]
+            shown = kept.count("\n") + 1
+            source_map = [p for p in (source_map or []) if p[0] <= shown]
+            meta["truncated"] = {"bytes": size, "kept_bytes": len(kept.encode("utf-8")), "kept_lines": shown}
+            meta["note"] = (meta.get("note", "") + f" Cut at {shown} lines: the artifact has {size:,} bytes, over "
+                            f"the {self.max_stage_bytes:,}-byte stage limit (setting max_stage_kb).").strip()
+            text = kept
         file = f"{len(self._keys):04d}.txt"
         with open(os.path.join(self.directory, file), "w", encoding="utf-8") as f:
             f.write(text)
         stage = Stage(key=key, title=title, group=group, format=fmt, size=len(text.encode("utf-8")), file=file,
-                      source_map=[list(p) for p in (source_map or [])], meta=dict(meta or {}))
+                      source_map=[list(p) for p in (source_map or [])], meta=meta)
         self.manifest.stages.append(stage)
         self.flush()
         return stage
