@@ -195,7 +195,6 @@ class PyTorchPipeline(Pipeline):
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", json.dumps(kernels))
         bundle.timing("run", run)
 
-
     def _virtual_gpu(self, request: Request, bundle: Bundle, model: Any, inputs: tuple, printed: str,
                      path: str) -> None:
         """No CUDA device here: Inductor generates GPU code for a virtual one (pytorch_gpu)."""
