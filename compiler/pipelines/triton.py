@@ -295,32 +295,28 @@ def cubin_resource_usage(cubin: bytes, workdir: str) -> dict[str, int]:
     return usage
 
 
+def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:
+    """name -> the integer the first match of its pattern captures, for the patterns that match."""
+    found = {key: re.search(pattern, text) for key, pattern in patterns.items()}
+    return {key: int(m.group(1)) for key, m in found.items() if m}
+
+
 def parse_ptxas_log(log: str) -> dict[str, int]:
     """Registers, barriers, spills, stack from ptxas -v's `ptxas info` lines."""
-    out: dict[str, int] = {}
     patterns = {"registers": r"Used (\d+) registers", "barriers": r"used (\d+) barriers",
                 "spill_stores_bytes": r"(\d+) bytes spill stores", "spill_loads_bytes": r"(\d+) bytes spill loads",
                 "stack_frame_bytes": r"(\d+) bytes stack frame", "shared_bytes_static": r"(\d+) bytes smem"}
-    for key, pattern in patterns.items():
-        m = re.search(pattern, log)
-        if m:
-            out[key] = int(m.group(1))
-    return out
+    return _first_ints(patterns, log)
 
 
 def parse_amdgcn_usage(asm: str) -> dict[str, int]:
     """Register counts, spills, scratch, LDS and occupancy from the AMDGCN listing's metadata."""
-    out: dict[str, int] = {}
     patterns = {"sgpr_count": r"\.sgpr_count:\s+(\d+)", "vgpr_count": r"\.vgpr_count:\s+(\d+)",
                 "agpr_count": r"\.agpr_count:\s+(\d+)", "sgpr_spill_count": r"\.sgpr_spill_count:\s+(\d+)",
                 "vgpr_spill_count": r"\.vgpr_spill_count:\s+(\d+)",
                 "private_segment_bytes": r"\.private_segment_fixed_size:\s+(\d+)",
                 "lds_bytes": r"\.group_segment_fixed_size:\s+(\d+)", "occupancy_waves": r";\s*Occupancy:\s+(\d+)"}
-    for key, pattern in patterns.items():
-        m = re.search(pattern, asm)
-        if m:
-            out[key] = int(m.group(1))
-    return out
+    return _first_ints(patterns, asm)
 
 
 # --------------------------------------------------------------------------------------------
