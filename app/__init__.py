@@ -9,7 +9,7 @@ from typing import Any
 from flask import Flask
 
 from app import settings as settings_table
-from compiler import pipelines, sandbox
+from compiler import registry, sandbox
 from compiler.jobs import Jobs, JobsConfig
 from compiler.runner import LocalRunner, RunnerConfig
 from compiler.store import Store
@@ -42,10 +42,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     values = settings_table.load(config)
     os.makedirs(values["data_dir"], exist_ok=True)
     offered = [lang.strip() for lang in values["languages"].split(",") if lang.strip()]
-    missing = [lang for lang in offered if lang not in pipelines.keys()]
+    missing = [lang for lang in offered if lang not in registry.keys()]
     if missing:
         log.warning("languages %s are not registered pipelines; not offering them", ", ".join(missing))
-    languages = tuple(lang for lang in offered if lang in pipelines.keys())
+    languages = tuple(lang for lang in offered if lang in registry.keys())
     if not languages:
         raise ValueError(f"no known language in the languages setting {values['languages']!r}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from app import services
-from compiler import pipelines
+from compiler import registry
 from compiler.jobs import RequestError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -64,7 +64,7 @@ def languages():
     """Every offered language with its option schema, so clients can build requests."""
     out = []
     for key in services().jobs.config.languages:
-        p = pipelines.get(key)
+        p = registry.get(key)
         out.append({"key": key, "title": p.title, "options": [
             {"name": o.name, "kind": o.kind, "default": o.default, "help": o.help, "choices": list(o.choices)}
             for o in p.options]})

@@ -8,7 +8,7 @@ from flask import Blueprint, abort, render_template, request
 
 import viewers
 from app import services
-from compiler import pipelines
+from compiler import registry
 from compiler.jobs import RequestError
 from compiler.store import Job
 from viewers import diff as diff_viewer
@@ -19,7 +19,7 @@ bp = Blueprint("ide", __name__)
 
 
 def _languages() -> list:
-    return [pipelines.get(key) for key in services().jobs.config.languages]
+    return [registry.get(key) for key in services().jobs.config.languages]
 
 
 def _grouped(job: Job) -> "OrderedDict[str, list]":
@@ -31,7 +31,7 @@ def _grouped(job: Job) -> "OrderedDict[str, list]":
 
 def render_ide(job: Job | None = None, link_id: str | None = None, language: str | None = None):
     langs = _languages()
-    current = pipelines.get(job.request.language if job else (language or langs[0].key))
+    current = registry.get(job.request.language if job else (language or langs[0].key))
     options = dict(job.request.options) if job else {o.name: o.default for o in current.options}
     return render_template("ide.html", languages=langs, current=current, options=options,
                            source=job.request.source if job else current.example, job=job,
@@ -58,7 +58,7 @@ def job_page(job_id: str):
 
 def _form_options(language: str) -> dict:
     """Options from the IDE form: fields named opt.<name>; checkboxes send true when ticked."""
-    pipeline = pipelines.get(language)
+    pipeline = registry.get(language)
     out = {}
     for option in pipeline.options:
         field = "opt." + option.name
@@ -132,5 +132,5 @@ def options_form():
     language = request.args.get("language", "")
     if language not in services().jobs.config.languages:
         abort(404)
-    p = pipelines.get(language)
+    p = registry.get(language)
     return render_template("_options.html", current=p, options={o.name: o.default for o in p.options})

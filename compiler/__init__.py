@@ -1,1 +1,1 @@
-"""irscope's compiler side: job model, pipelines, sandbox, worker, store and runner."""
+"""irscope's compiler side: the service (model, jobs, runner, sandbox, store, worker) and one package per compiler."""

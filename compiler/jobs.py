@@ -8,9 +8,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from compiler import pipelines
+from compiler import registry
 from compiler.model import DETERMINISTIC_ERROR_KINDS, Request
-from compiler.pipelines.base import OptionError
+from compiler.pipeline import OptionError
 from compiler.runner import Runner
 from compiler.store import Job, Store
 from compiler.toolchain import toolchain
@@ -62,7 +62,7 @@ class Jobs:
         if not isinstance(options, dict):
             raise RequestError("options must be a JSON object")
         try:
-            normalised = pipelines.get(language).normalise_options(options)
+            normalised = registry.get(language).normalise_options(options)
         except OptionError as e:
             raise RequestError(str(e)) from None
         return Request(language=language, source=source.replace("\r\n", "\n"), options=normalised)

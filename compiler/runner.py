@@ -21,7 +21,7 @@ from typing import Protocol
 
 from compiler import sandbox
 from compiler.model import JobError, Manifest, Stage
-from compiler.pipelines.base import read_manifest
+from compiler.pipeline import read_manifest
 from compiler.store import Job, Store
 from compiler.toolchain import toolchain
 
@@ -99,8 +99,8 @@ class Spares:
         self._spares: dict[str, list[tuple[str, sandbox.Sandboxed]]] = {}
 
     def fill(self, language: str) -> None:
-        from compiler import pipelines
-        if self.config.spare_workers <= 0 or not pipelines.get(language).prewarm_modules:
+        from compiler import registry
+        if self.config.spare_workers <= 0 or not registry.get(language).prewarm_modules:
             return
         with self._lock:
             ready = [(d, p) for d, p in self._spares.get(language, []) if p.alive()]
@@ -158,9 +158,9 @@ def toolchain_cache_dir(config: RunnerConfig, language: str, versions: dict[str,
 def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str]) -> bool:
     """Run the pipeline's own warm-up source (never user code) in the sandbox and keep what it
     exports as the toolchain cache that later jobs of this language are seeded with."""
-    from compiler import pipelines
+    from compiler import registry
     from compiler.model import Request
-    source = pipelines.get(language).warmup_source
+    source = registry.get(language).warmup_source
     dest = toolchain_cache_dir(config, language, versions)
     if source is None or os.path.isdir(dest):
         return False

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from compiler import pipelines
+from compiler import registry
 
 
 def toolchain(language: str) -> dict[str, str]:
     versions = {"irscope": _version("irscope")}
-    for package in pipelines.get(language).toolchain_packages:
+    for package in registry.get(language).toolchain_packages:
         versions[package] = _version(package)
     return versions
 

@@ -17,17 +17,17 @@ import tempfile
 import time
 import traceback
 
-from compiler import pipelines
+from compiler import registry
 from compiler.model import JobError, Request
-from compiler.pipelines.base import Bundle, OptionError, UserError
-from compiler.pipelines.user_code import user_error
+from compiler.pipeline import Bundle, OptionError, UserError
+from compiler.user_code import user_error
 
 
 def prewarm(language: str, scratch: str) -> None:
     """A spare worker: set the pipeline's environment and import its compiler before any job
     exists, so the job it is later handed does not wait for the import. Only pipelines whose
     environment() does not depend on the request declare prewarm_modules."""
-    pipeline = pipelines.get(language)
+    pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
     for module in pipeline.prewarm_modules:
         importlib.import_module(module)
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     request = Request.from_json(spec["request"])
     bundle = Bundle(os.path.join(job_dir, "out"), spec.get("toolchain"))
     try:
-        pipeline = pipelines.get(request.language)
+        pipeline = registry.get(request.language)
         request = Request(request.language, request.source, pipeline.normalise_options(request.options))
         if not spare_for:
             os.environ.update(pipeline.environment(request, scratch))

@@ -128,7 +128,7 @@ def test_timings_view_draws_measured_numbers():
 
 
 def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):
-    from compiler.pipelines.base import Bundle
+    from compiler.pipeline import Bundle
     bundle = Bundle(str(tmp_path / "out"), max_stage_bytes=1000)
     text = "".join(f"line {n:04d}\n" for n in range(1, 501))  # 5000 bytes
     stage = bundle.add("big", "Big", "G", "text", text, source_map=[[1, 1], [90, 2], [300, 3]])

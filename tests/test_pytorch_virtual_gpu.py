@@ -46,8 +46,8 @@ def _child(out: str, target: str, options_json: str) -> None:
     sys.path.insert(0, ROOT)
     import runpy
 
-    from compiler.pipelines.base import Bundle, OptionError, UserError
-    from compiler.pipelines.pytorch_gpu import run_virtual_gpu
+    from compiler.pipeline import Bundle, OptionError, UserError
+    from compiler.pytorch.gpu_codegen import run_virtual_gpu
     os.environ["IRSCOPE_WORKDIR"] = out
     os.environ["TRITON_CACHE_DIR"] = os.path.join(out, "triton-cache")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(out, "inductor-cache")

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from compiler.capture import torch_source_map as sm
-from compiler.capture import torch_trace
+from compiler.pytorch import source_map as sm
+from compiler.pytorch import trace as torch_trace
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "graph_break_print.trace")
 USER = ("/tmp/t1/m.py",)
@@ -88,7 +88,7 @@ def test_graph_break_and_guard_locations(entries):
 
 
 def test_fx_graph_drawing_has_the_graphs_dataflow(entries):
-    from compiler.capture import fx_graph_dot
+    from compiler.pytorch import fx_graph_dot
     from viewers import graph
     dot = fx_graph_dot.to_dot(torch_trace.of_kind(entries, "dynamo_output_graph")[1].payload)
     for edge in ('"L_y_" -> "relu"', '"relu" -> "add"', '"add" -> "softmax"', '"softmax" -> "output"'):

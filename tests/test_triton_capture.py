@@ -9,8 +9,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from compiler.capture import gpu_lines, mlir_passes  # noqa: E402
-from compiler.pipelines.triton import parse_amdgcn_usage, parse_ptxas_log  # noqa: E402
+from compiler.triton import gpu_lines, mlir_passes  # noqa: E402
+from compiler.triton.pipeline import parse_amdgcn_usage, parse_ptxas_log  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "triton")
 SOURCE = "/tmp/tx/job/kernels.py"  # the path the fixtures' locations name (see README.md)

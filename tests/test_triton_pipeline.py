@@ -110,8 +110,8 @@ def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
     from compiler.model import Request
-    from compiler.pipelines.base import Bundle, UserError
-    from compiler.pipelines.triton import TritonPipeline
+    from compiler.pipeline import Bundle, UserError
+    from compiler.triton.pipeline import TritonPipeline
     workdir = os.path.join(out, "work")
     os.makedirs(workdir, exist_ok=True)
     pipeline = TritonPipeline()
@@ -298,8 +298,8 @@ def test_triton_compile_error_names_the_users_line(jobs):
 def test_syntax_error_names_its_line(tmp_path, monkeypatch):
     sys.path.insert(0, ROOT)
     from compiler.model import Request
-    from compiler.pipelines.base import Bundle, UserError
-    from compiler.pipelines.triton import TritonPipeline
+    from compiler.pipeline import Bundle, UserError
+    from compiler.triton.pipeline import TritonPipeline
     monkeypatch.setenv("IRSCOPE_WORKDIR", str(tmp_path))
     source = "import triton\n\n@triton.jit\ndef k(x_ptr):\n    y = (1,\n"
     pipeline = TritonPipeline()
@@ -309,7 +309,7 @@ def test_syntax_error_names_its_line(tmp_path, monkeypatch):
 
 
 def test_schema_imports_no_compiler():
-    code = ("import sys; sys.path.insert(0, %r); from compiler.pipelines import get; p = get('triton'); "
+    code = ("import sys; sys.path.insert(0, %r); from compiler.registry import get; p = get('triton'); "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules); "
             "print([o.choices for o in p.options])" % ROOT)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from compiler.capture import xla_dump, xla_options
+from compiler.xla import hlo_text as xla_dump
+from compiler.xla import options as xla_options
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")
 ATTENTION_FILE = "/tmp/rec/j/user_program.py"  # where the recorded run kept the user's program

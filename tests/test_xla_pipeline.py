@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from compiler import pipelines
-from compiler.capture import xla_dump
+from compiler import registry
+from compiler.xla import hlo_text as xla_dump
 from compiler.model import Request
-from compiler.pipelines.base import Bundle, OptionError, UserError
+from compiler.pipeline import Bundle, OptionError, UserError
 
 # x: rows split 2 ways, columns 2 ways, each tile on 2 devices; w: columns split 2 ways, each on 4.
 PARTIAL_HLO = """HloModule partial_replication
@@ -41,7 +41,7 @@ class Result:
 
 def compile_source(language: str, source: str, tmp: str, **options) -> Result:
     os.environ["IRSCOPE_WORKDIR"] = tmp
-    pipeline = pipelines.get(language)
+    pipeline = registry.get(language)
     request = Request(language, source, pipeline.normalise_options(options))
     bundle = Bundle(os.path.join(tmp, "out"))
     pipeline.run(request, bundle)
@@ -55,7 +55,7 @@ def hlo(tmp_path_factory) -> Result:
 
 @pytest.fixture(scope="module")
 def attention(tmp_path_factory) -> Result:
-    return compile_source("jax", pipelines.get("jax").example, str(tmp_path_factory.mktemp("jax")))
+    return compile_source("jax", registry.get("jax").example, str(tmp_path_factory.mktemp("jax")))
 
 
 REQUIRED = ("xla.input", "xla.stablehlo", "xla.passes", "xla.sharding", "xla.spmd", "xla.optimized", "xla.schedule",
@@ -217,7 +217,7 @@ ENTRY main {
 
 
 def test_xla_options_are_validated_and_applied(tmp_path):
-    pipeline = pipelines.get("hlo")
+    pipeline = registry.get("hlo")
     with pytest.raises(OptionError, match="not a field of XLA's DebugOptions"):
         pipeline.normalise_options({"xla_options": {"xla_no_such_option": True}})
     with pytest.raises(OptionError, match="is a bool"):
@@ -236,7 +236,7 @@ def test_jax_user_error_names_the_line(tmp_path):
 
 
 def test_stablehlo_example_maps_hlo_back_to_its_lines(tmp_path):
-    pipeline = pipelines.get("stablehlo")
+    pipeline = registry.get("stablehlo")
     result = compile_source("stablehlo", pipeline.example, str(tmp_path))
     source = pipeline.example.split("\n")
     optimized = xla_dump.parse_hlo_text(result.text("xla.pass:before_optimizations"))
@@ -251,9 +251,9 @@ def test_stablehlo_example_maps_hlo_back_to_its_lines(tmp_path):
 def test_pipeline_modules_import_no_jax():
     import subprocess
     import sys
-    code = ("import sys; from compiler import pipelines\n"
+    code = ("import sys; from compiler import registry\n"
             "for k in ('hlo', 'stablehlo', 'jax'):\n"
-            "    p = pipelines.get(k); p.normalise_options({'xla_options': {'xla_cpu_enable_fast_math': True}})\n"
+            "    p = registry.get(k); p.normalise_options({'xla_options': {'xla_cpu_enable_fast_math': True}})\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib')))")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
@@ -261,7 +261,7 @@ def test_pipeline_modules_import_no_jax():
 
 
 def test_malformed_stablehlo_names_the_line(tmp_path):
-    bad = pipelines.get("stablehlo").example.replace("stablehlo.logistic %0", "stablehlo.logistic %9")
+    bad = registry.get("stablehlo").example.replace("stablehlo.logistic %0", "stablehlo.logistic %9")
     with pytest.raises(UserError) as info:
         compile_source("stablehlo", bad, str(tmp_path))
     assert info.value.error.kind == "SyntaxError" and info.value.error.line == 6

@@ -6,7 +6,7 @@ import os
 import re
 
 import viewers
-from compiler.capture import xla_dump
+from compiler.xla import hlo_text as xla_dump
 from viewers import memory, mesh, timeline
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")

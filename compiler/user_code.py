@@ -13,7 +13,7 @@ import sys
 import traceback
 from typing import Any, Iterator
 
-from compiler.pipelines.base import Bundle, UserError
+from compiler.pipeline import Bundle, UserError
 
 # The worker exports the cap on captured output (the settings table's output_limit_kb).
 DEFAULT_OUTPUT_LIMIT = 1 << 20

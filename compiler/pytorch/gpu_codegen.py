@@ -4,7 +4,7 @@ The pytorch pipeline calls `run_virtual_gpu` when its `target` option names a GP
 no such device. The model is exported with fake CUDA tensors, Inductor generates its GPU wrapper
 and Triton kernels for the target's device properties (compiler/targets/virtual_gpu.py), and every
 autotuning config of every kernel is compiled by Triton down to PTX and SASS, captured like the
-triton language's kernels (compiler/pipelines/triton.py). Nothing runs; no timing is produced.
+triton language's kernels (compiler/triton/). Nothing runs; no timing is produced.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from compiler.pipelines.base import Bundle, OptionError, UserError
+from compiler.pipeline import Bundle, OptionError, UserError
 from compiler.targets import get_target
 
 _KERNEL = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''\n(.*?)''', device_str='(\w+)'\)", re.S | re.M)
@@ -56,8 +56,8 @@ def run_virtual_gpu(model: Any, example_inputs: Any, target: str, bundle: Bundle
 
     import torch
 
-    from compiler.pipelines import user_code
-    from compiler.pipelines.triton import KernelCapture, describe_target, qualifiers, write_kernel_stages
+    from compiler import user_code
+    from compiler.triton.pipeline import KernelCapture, describe_target, qualifiers, write_kernel_stages
     from compiler.targets import virtual_gpu
 
     workdir = user_code.workdir()

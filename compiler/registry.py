@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from compiler.pipelines.base import Pipeline
+from compiler.pipeline import Pipeline
 
 # key -> "module:Class". One line per language; a key appears once.
 _TABLE: dict[str, str] = {}
@@ -39,9 +39,9 @@ def get(key: str) -> Pipeline:
     return _LOADED[key]
 
 
-register("pytorch", "compiler.pipelines.pytorch:PyTorchPipeline")
-register("fake", "compiler.pipelines.fake:FakePipeline")
-register("hlo", "compiler.pipelines.xla:HloPipeline")
-register("stablehlo", "compiler.pipelines.xla:StableHloPipeline")
-register("jax", "compiler.pipelines.xla:JaxPipeline")
-register("triton", "compiler.pipelines.triton:TritonPipeline")
+register("pytorch", "compiler.pytorch.pipeline:PyTorchPipeline")
+register("fake", "compiler.fake.pipeline:FakePipeline")
+register("hlo", "compiler.xla.pipeline:HloPipeline")
+register("stablehlo", "compiler.xla.pipeline:StableHloPipeline")
+register("jax", "compiler.xla.pipeline:JaxPipeline")
+register("triton", "compiler.triton.pipeline:TritonPipeline")

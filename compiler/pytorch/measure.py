@@ -8,7 +8,7 @@ import copy
 import statistics
 from typing import Any, Callable
 
-from compiler.pipelines.user_code import CappedText, captured_stdout
+from compiler.user_code import CappedText, captured_stdout
 
 MAX_TIMELINE_EVENTS = 400
 
@@ -16,7 +16,7 @@ MAX_TIMELINE_EVENTS = 400
 def loss_of(outputs: Any, torch: Any) -> Any:
     """The training loss irscope uses: the sum of every output that requires grad."""
     import torch.utils._pytree as pytree
-    from compiler.pipelines.base import UserError
+    from compiler.pipeline import UserError
     tensors = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
     if not tensors:
         raise UserError("InputError", "training: no output requires grad, so there is no backward to compile")

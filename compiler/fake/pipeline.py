@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from compiler.model import Request
-from compiler.pipelines.base import Bundle, Option, Pipeline
-from compiler.pipelines.user_code import run_source, write_user_file
+from compiler.pipeline import Bundle, Option, Pipeline
+from compiler.user_code import run_source, write_user_file
 
 
 class FakePipeline(Pipeline):

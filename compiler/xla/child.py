@@ -1,6 +1,6 @@
 """The XLA compile, run in a child process of the XLA pipeline:
 
-    python -m compiler.xla_compile JOB_JSON
+    python -m compiler.xla.child JOB_JSON
 
 XLA aborts the process on some malformed input (a failed CHECK); running the compile here lets
 the pipeline turn an abort into a CompileError carrying XLA's message instead of losing the
@@ -21,7 +21,7 @@ import time
 import traceback
 from typing import Any
 
-from compiler.capture import xla_dump
+from compiler.xla import hlo_text as xla_dump
 
 RESULT = "result.json"
 PHASE = "phase.txt"  # what the child was doing, for the message when XLA aborts it
@@ -120,8 +120,8 @@ def lower(job: dict[str, Any]) -> dict[str, Any]:
 def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     """Run the user's file (a real file, so tracebacks name its lines), then jit-lower `fn`."""
     import jax
-    from compiler.pipelines import user_code
-    from compiler.pipelines.base import UserError
+    from compiler import user_code
+    from compiler.pipeline import UserError
     path = job["user_file"]
     phase("running your program")
     try:

@@ -11,11 +11,16 @@ import os
 import time
 from typing import Any
 
-from compiler.capture import fx_graph_dot, torch_source_map, torch_trace
+from compiler.pytorch import fx_graph_dot
+from compiler.pytorch import source_map as torch_source_map
+from compiler.pytorch import trace as torch_trace
 from compiler.model import Request
-from compiler.pipelines import torch_artifact_logs, torch_export, torch_measure, torch_toolchain_cache
-from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
-from compiler.pipelines.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
+from compiler.pytorch import artifact_logs as torch_artifact_logs
+from compiler.pytorch import export as torch_export
+from compiler.pytorch import measure as torch_measure
+from compiler.pytorch import toolchain_cache as torch_toolchain_cache
+from compiler.pipeline import Bundle, Option, OptionError, Pipeline, UserError
+from compiler.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
     write_user_file
 
 USER_FILE = "model.py"
@@ -198,7 +203,7 @@ class PyTorchPipeline(Pipeline):
     def _virtual_gpu(self, request: Request, bundle: Bundle, model: Any, inputs: tuple, printed: str,
                      path: str) -> None:
         """No CUDA device here: Inductor generates GPU code for a virtual one (pytorch_gpu)."""
-        from compiler.pipelines.pytorch_gpu import run_virtual_gpu
+        from compiler.pytorch.gpu_codegen import run_virtual_gpu
         bundle.add("run.stdout", "Program output", "Run", "text", printed)
         try:
             run_virtual_gpu(model, inputs, request.options["target"], bundle, request.options)

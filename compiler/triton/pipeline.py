@@ -11,7 +11,7 @@ Every compilation is captured from Triton itself, through two public hooks in `t
 `MLIR_ENABLE_DUMP=1` per-pass dump file each stage wrote, to keep the module after the
 stage's last pass, and to keep ptxas's `-v` log), and `compilation.listener` hands over the files
 Triton wrote to its cache and the per-stage compile times. `KernelCapture` and `write_kernel_stages`
-are shared with the Inductor-on-a-virtual-GPU path (compiler/pipelines/pytorch_gpu.py).
+are shared with the Inductor-on-a-virtual-GPU path (compiler/pytorch/gpu_codegen.py).
 
 Stage keys, per compiled kernel: `triton.<stage>:<kernel>`; a kernel compiled more than once (other
 argument specialisations, autotune configs) gets `:<kernel>.<n>`, n counting compilations from 0.
@@ -29,9 +29,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from compiler.capture import gpu_lines, mlir_passes
+from compiler.triton import gpu_lines, mlir_passes
 from compiler.model import Request
-from compiler.pipelines.base import Bundle, Option, Pipeline, UserError
+from compiler.pipeline import Bundle, Option, Pipeline, UserError
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, get_target
 
 # Triton's stages that run MLIR pass managers, in order; their per-pass dumps make `triton.passes`.
@@ -604,7 +604,7 @@ class TritonPipeline(Pipeline):
         }
 
     def run(self, request: Request, bundle: Bundle) -> None:
-        from compiler.pipelines import user_code
+        from compiler import user_code
         workdir = user_code.workdir()
         path = user_code.write_user_file(request.source, SOURCE_NAME)
         try:
@@ -669,7 +669,7 @@ class TritonPipeline(Pipeline):
         del namespace
 
     def _error(self, exc: BaseException, path: str, execute: bool) -> UserError:
-        from compiler.pipelines import user_code
+        from compiler import user_code
         from triton.compiler.errors import CompilationError
         # Triton's compile errors point into the kernel's own source; turn that into the file's line
         current: BaseException | None = exc

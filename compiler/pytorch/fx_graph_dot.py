@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from compiler.capture.torch_source_map import _FILE_COMMENT
+from compiler.pytorch.source_map import _FILE_COMMENT
 
 _ASSIGN = re.compile(r'^\s+(?P<name>[A-Za-z_]\w*)\s*(?::\s*"(?P<type>[^"]*)")?\s*=\s*(?P<rhs>.+?)(?:;\s.*)?$')
 _PARAM = re.compile(r'(?P<name>[A-Za-z_]\w*)\s*:\s*"(?P<type>[^"]*)"')

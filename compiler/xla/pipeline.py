@@ -4,7 +4,7 @@
 - `stablehlo`: StableHLO/MHLO MLIR text;
 - `jax`: Python defining `fn` and `example_args`, lowered by `jax.jit(fn).lower(*example_args)`.
 
-All three go through one compile, run in a child process (compiler/xla_compile.py) because XLA
+All three go through one compile, run in a child process (compiler/xla/child.py) because XLA
 aborts on some malformed input. Every stage is what XLA wrote: its dump directory (pass
 snapshots, buffer assignment, live ranges, LLVM IR, object files), the executable's module,
 memory stats and cost analysis. This module imports no jax: the parent only reads files.
@@ -21,10 +21,10 @@ import tempfile
 import time
 from typing import Any
 
-from compiler.capture import xla_dump
-from compiler.capture.xla_options import validate_xla_options
+from compiler.xla import hlo_text as xla_dump
+from compiler.xla.options import validate_xla_options
 from compiler.model import Request
-from compiler.pipelines.base import Bundle, Option, OptionError, Pipeline, UserError
+from compiler.pipeline import Bundle, Option, OptionError, Pipeline, UserError
 
 # The child's wall limit; the sandbox's own limits (settings table) are normally hit first.
 CHILD_TIMEOUT_S = 900
@@ -173,7 +173,7 @@ class XlaPipeline(Pipeline):
         bundle.progress("compiling with XLA")
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-m", "compiler.xla_compile", job_path], cwd=work, env=env,
+            proc = subprocess.run([sys.executable, "-m", "compiler.xla.child", job_path], cwd=work, env=env,
                                   capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise UserError("CompileTimeout", f"XLA did not finish within {CHILD_TIMEOUT_S} s") from None
@@ -186,7 +186,7 @@ class XlaPipeline(Pipeline):
                                    f"{proc.stderr[-2000:]}")
             line = None
             if self.key == "hlo":
-                from compiler.xla_compile import hlo_error_line, input_names
+                from compiler.xla.child import hlo_error_line, input_names
                 line = hlo_error_line(message, input_names(request.source))
             phase_path = os.path.join(work, "phase.txt")
             doing = _read(phase_path).strip() if os.path.exists(phase_path) else "starting"
@@ -204,7 +204,7 @@ class XlaPipeline(Pipeline):
     # --- stages -----------------------------------------------------------------------------
 
     def run(self, request: Request, bundle: Bundle) -> None:
-        from compiler.pipelines.user_code import workdir
+        from compiler.user_code import workdir
         # The dump holds every pass snapshot; once its stages are in the bundle it can go.
         work = tempfile.mkdtemp(prefix="xla-", dir=workdir())
         try:
