@@ -1,4 +1,6 @@
-"""What every pipeline is: a key, an option schema, and `run(request, bundle)`.
+"""What every pipeline is: a key, an option schema, and `run(request, ctx)`; the job context it
+runs in (`JobContext`: scratch directory, limits, result bundle, toolchain cache), built once by
+the worker; and the result bundle it writes its stages to.
 
 Pipeline modules are imported by the web process too (for their option schemas), so they must not
 import torch, triton or jax at module level: they import them inside `run`, which only ever
@@ -6,10 +8,11 @@ executes in the sandboxed worker.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from compiler.model import JobError, Manifest, Request, Stage
@@ -106,8 +109,8 @@ class Pipeline:
         TORCH_TRACE, XLA_FLAGS and the like. `workdir` is the job's private scratch directory."""
         return {}
 
-    def run(self, request: Request, bundle: "Bundle") -> None:
-        """Compile `request` (options already normalised) and write every stage into `bundle`.
+    def run(self, request: Request, ctx: "JobContext") -> None:
+        """Compile `request` (options already normalised) and write every stage into `ctx.bundle`.
         Raise UserError for failures the input caused."""
         raise NotImplementedError
 
@@ -121,16 +124,49 @@ class UserError(Exception):
         self.output = ""  # what the program printed before it failed
 
 
+# Defaults of the settings table (app/settings.py), for a context built outside the worker (tests).
+DEFAULT_OUTPUT_LIMIT_BYTES = 1024 << 10
+DEFAULT_MAX_STAGE_BYTES = 16384 << 10
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """The sandbox limits a pipeline reports or applies itself (the sandbox enforces the rest)."""
+
+    output_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES  # program output kept (setting output_limit_kb)
+    memory_mb: int | None = None  # the sandbox's address-space limit (setting memory_limit_mb)
+    file_size_mb: int | None = None  # the sandbox's file-size limit (setting file_size_limit_mb)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JobLimits":
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """Everything one job runs with, built once by the worker (compiler/worker.py) and handed to
+    `Pipeline.run`; pipelines read no environment variable of irscope's."""
+
+    workdir: str  # the job's private scratch directory (the worker's working directory)
+    bundle: "Bundle"  # where the stages go
+    limits: JobLimits = JobLimits()
+    toolchain_cache: str = ""  # the trusted toolchain cache to seed from, read-only ("" when none)
+    export_toolchain_cache: str = ""  # the warm-up job only: where to export the toolchain cache
+
+
 class Bundle:
     """The worker's side of a result bundle: a directory holding manifest.json and one file per
     stage. The manifest is rewritten (atomically) after every stage so the runner can show stages
     while the job is still running."""
 
     def __init__(self, directory: str, toolchain: dict[str, str] | None = None,
-                 max_stage_bytes: int | None = None):
+                 max_stage_bytes: int = DEFAULT_MAX_STAGE_BYTES):
         self.directory = directory
-        # The worker exports the settings table's max_stage_kb; a stage larger than that is cut.
-        self.max_stage_bytes = max_stage_bytes or int(os.environ.get("IRSCOPE_MAX_STAGE_BYTES", 16 << 20))
+        # The settings table's max_stage_kb, passed by the worker; a stage larger than that is cut.
+        self.max_stage_bytes = max_stage_bytes
         self.manifest = Manifest(status="running", toolchain=dict(toolchain or {}))
         self._keys: set[str] = set()
         os.makedirs(directory, exist_ok=True)

@@ -13,20 +13,12 @@ import sys
 import traceback
 from typing import Any, Iterator
 
-from compiler.pipeline import Bundle, UserError
-
-# The worker exports the cap on captured output (the settings table's output_limit_kb).
-DEFAULT_OUTPUT_LIMIT = 1 << 20
+from compiler.pipeline import JobContext, JobLimits, UserError
 
 
-def workdir() -> str:
-    """The job's private scratch directory (the worker's working directory)."""
-    return os.environ.get("IRSCOPE_WORKDIR") or os.getcwd()
-
-
-def write_user_file(source: str, name: str) -> str:
-    """Write the pasted source to a real file and return its path."""
-    path = os.path.join(workdir(), name)
+def write_user_file(source: str, name: str, workdir: str) -> str:
+    """Write the pasted source to a real file in `workdir` and return its path."""
+    path = os.path.join(workdir, name)
     with open(path, "w", encoding="utf-8") as f:
         f.write(source)
     return path
@@ -57,10 +49,6 @@ class CappedText(io.TextIOBase):
         if self.dropped:
             text += f"\n[irscope: output cut at {self.limit} characters; {self.dropped} more were dropped]\n"
         return text
-
-
-def output_limit() -> int:
-    return int(os.environ.get("IRSCOPE_OUTPUT_LIMIT", DEFAULT_OUTPUT_LIMIT))
 
 
 @contextlib.contextmanager
@@ -103,18 +91,19 @@ def describe(exc: BaseException) -> str:
     return text[:4000]
 
 
-def user_error(exc: BaseException, path: str, kind: str = "UserCodeError") -> UserError:
-    """A UserError for an exception raised by (or while compiling) the user's code."""
+def user_error(exc: BaseException, path: str, limits: JobLimits, kind: str = "UserCodeError") -> UserError:
+    """A UserError for an exception raised by (or while compiling) the user's code; `limits` name
+    the sandbox limit a MemoryError or an oversized file ran into."""
     if isinstance(exc, UserError):
         return exc
     line = user_line(exc, path)
     where = f"line {line}: " if line else ""
     if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
-        limit = os.environ.get("IRSCOPE_MEMORY_LIMIT_MB", "?")
+        limit = limits.memory_mb if limits.memory_mb is not None else "?"
         return UserError("MemoryLimit", f"{where}ran out of memory: the sandbox's address-space limit is {limit} MiB "
                          f"(setting memory_limit_mb); {describe(exc)}", line)
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        limit = os.environ.get("IRSCOPE_FILE_SIZE_LIMIT_MB", "?")
+        limit = limits.file_size_mb if limits.file_size_mb is not None else "?"
         return UserError("FileSizeLimit", f"{where}a file grew past the {limit} MiB file-size limit "
                          "(setting file_size_limit_mb)", line)
     if isinstance(exc, SyntaxError) and exc.filename == path:
@@ -122,9 +111,10 @@ def user_error(exc: BaseException, path: str, kind: str = "UserCodeError") -> Us
     return UserError(kind, where + describe(exc), line)
 
 
-def run_user_file(path: str) -> tuple[dict[str, Any], str]:
-    """Execute the file as `__main__`-less module code; return its namespace and what it printed."""
-    sink = CappedText(output_limit())
+def run_user_file(path: str, limits: JobLimits) -> tuple[dict[str, Any], str]:
+    """Execute the file as `__main__`-less module code; return its namespace and what it printed
+    (up to `limits.output_bytes` characters)."""
+    sink = CappedText(limits.output_bytes)
     try:
         with captured_stdout(sink):
             namespace = runpy.run_path(path, run_name="__irscope_user__")
@@ -133,17 +123,17 @@ def run_user_file(path: str) -> tuple[dict[str, Any], str]:
     except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
         if isinstance(e, KeyboardInterrupt):
             raise
-        error = user_error(e, path)
+        error = user_error(e, path, limits)
         error.output = sink.getvalue()
         raise error from e
     return namespace, sink.getvalue()
 
 
-def run_source(bundle: Bundle, path: str) -> tuple[dict[str, Any], str]:
+def run_source(ctx: JobContext, path: str) -> tuple[dict[str, Any], str]:
     """run_user_file, keeping what the program printed as `run.stdout` when it fails."""
     try:
-        return run_user_file(path)
+        return run_user_file(path, ctx.limits)
     except UserError as e:
         if e.output:
-            bundle.add("run.stdout", "Program output", "Run", "text", e.output)
+            ctx.bundle.add("run.stdout", "Program output", "Run", "text", e.output)
         raise

@@ -6,6 +6,10 @@ JOB_DIR holds request.json ({"request": ..., "toolchain": ...}); the worker writ
 bundle to JOB_DIR/out (manifest.json plus one file per stage) and exits. Everything the user's
 code raises becomes a failed manifest; only a crash of the process itself (a C++ abort, a signal
 from a limit) leaves the manifest at "running", and the runner explains those.
+
+The runner passes the job's settings through the environment (compiler/runner.py: worker_env);
+`environment_settings` is the one place that reads them, and the worker builds the job's
+JobContext from them once and hands it to the pipeline.
 """
 from __future__ import annotations
 
@@ -16,11 +20,45 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
+from typing import Mapping
 
 from compiler import registry
 from compiler.model import JobError, Request
-from compiler.pipeline import Bundle, OptionError, UserError
+from compiler.pipeline import DEFAULT_MAX_STAGE_BYTES, DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, JobContext, JobLimits, \
+    OptionError, UserError
 from compiler.user_code import user_error
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What the runner tells a worker about its job, besides the request."""
+
+    workdir: str  # the job's private scratch directory ("" : make one)
+    spare_for: str  # a pre-started worker: the language to import before its job arrives ("" : none)
+    limits: JobLimits
+    max_stage_bytes: int
+    toolchain_cache: str
+    export_toolchain_cache: str
+
+
+def environment_settings(environ: Mapping[str, str]) -> WorkerSettings:
+    """The worker's settings from its environment (the runner's worker_env, the sandbox's
+    IRSCOPE_WORKDIR). The only reader of IRSCOPE_* variables in compiler/ (a test checks)."""
+    def number(name: str) -> int | None:
+        value = environ.get(name, "")
+        return int(value) if value.strip() else None
+
+    return WorkerSettings(
+        workdir=environ.get("IRSCOPE_WORKDIR", ""),
+        spare_for=environ.get("IRSCOPE_SPARE_FOR", ""),
+        limits=JobLimits(output_bytes=number("IRSCOPE_OUTPUT_LIMIT") or DEFAULT_OUTPUT_LIMIT_BYTES,
+                         memory_mb=number("IRSCOPE_MEMORY_LIMIT_MB"),
+                         file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB")),
+        max_stage_bytes=number("IRSCOPE_MAX_STAGE_BYTES") or DEFAULT_MAX_STAGE_BYTES,
+        toolchain_cache=environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""),
+        export_toolchain_cache=environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE", ""),
+    )
 
 
 def prewarm(language: str, scratch: str) -> None:
@@ -40,24 +78,26 @@ def wait_for_request(path: str, poll_s: float = 0.01) -> None:
 
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
-    scratch = os.environ.get("IRSCOPE_WORKDIR") or tempfile.mkdtemp(prefix="irscope-")
+    settings = environment_settings(os.environ)
+    scratch = settings.workdir or tempfile.mkdtemp(prefix="irscope-")
     os.makedirs(scratch, exist_ok=True)
-    os.environ["IRSCOPE_WORKDIR"] = scratch
-    spare_for = os.environ.get("IRSCOPE_SPARE_FOR")
-    if spare_for:
-        prewarm(spare_for, scratch)
+    if settings.spare_for:
+        prewarm(settings.spare_for, scratch)
         wait_for_request(os.path.join(job_dir, "request.json"))
     with open(os.path.join(job_dir, "request.json"), encoding="utf-8") as f:
         spec = json.load(f)
     request = Request.from_json(spec["request"])
-    bundle = Bundle(os.path.join(job_dir, "out"), spec.get("toolchain"))
+    bundle = Bundle(os.path.join(job_dir, "out"), spec.get("toolchain"), settings.max_stage_bytes)
+    ctx = JobContext(workdir=scratch, bundle=bundle, limits=settings.limits,
+                     toolchain_cache=settings.toolchain_cache,
+                     export_toolchain_cache=settings.export_toolchain_cache)
     try:
         pipeline = registry.get(request.language)
         request = Request(request.language, request.source, pipeline.normalise_options(request.options))
-        if not spare_for:
+        if not settings.spare_for:
             os.environ.update(pipeline.environment(request, scratch))
         os.chdir(scratch)
-        pipeline.run(request, bundle)
+        pipeline.run(request, ctx)
     except UserError as e:
         bundle.finish(e.error)
         return 0
@@ -65,7 +105,7 @@ def main(argv: list[str]) -> int:
         bundle.finish(JobError("OptionError", str(e)))
         return 0
     except MemoryError as e:  # outside the user's code (in a compiler): still the limit's message
-        bundle.finish(user_error(e, "").error)
+        bundle.finish(user_error(e, "", ctx.limits).error)
         return 0
     except Exception as e:  # noqa: BLE001 - a pipeline bug must still end the job with a message
         traceback.print_exc()

@@ -46,9 +46,8 @@ def _child(out: str, target: str, options_json: str) -> None:
     sys.path.insert(0, ROOT)
     import runpy
 
-    from compiler.pipeline import Bundle, OptionError, UserError
+    from compiler.pipeline import Bundle, JobContext, OptionError, UserError
     from compiler.pytorch.gpu_codegen import run_virtual_gpu
-    os.environ["IRSCOPE_WORKDIR"] = out
     os.environ["TRITON_CACHE_DIR"] = os.path.join(out, "triton-cache")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(out, "inductor-cache")
     path = os.path.join(out, "model.py")
@@ -58,7 +57,8 @@ def _child(out: str, target: str, options_json: str) -> None:
     bundle = Bundle(os.path.join(out, "bundle"))
     error = None
     try:
-        run_virtual_gpu(ns["model"], ns["example_inputs"], target, bundle, json.loads(options_json))
+        run_virtual_gpu(ns["model"], ns["example_inputs"], target, JobContext(workdir=out, bundle=bundle),
+                        json.loads(options_json))
     except (OptionError, UserError) as e:
         error = {"type": type(e).__name__, "message": str(e)}
     with open(os.path.join(out, "error.json"), "w") as f:

@@ -9,8 +9,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from compiler import mlir_text  # noqa: E402
 from compiler.triton import gpu_lines, mlir_passes  # noqa: E402
-from compiler.triton.pipeline import parse_amdgcn_usage, parse_ptxas_log  # noqa: E402
+from compiler.triton.kernel_stages import parse_amdgcn_usage, parse_ptxas_log  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "triton")
 SOURCE = "/tmp/tx/job/kernels.py"  # the path the fixtures' locations name (see README.md)
@@ -60,16 +61,16 @@ def test_pass_records_diff_consecutive_dumps_and_end_at_the_stage_output():
 
 def test_strip_locations():
     ir = '#loc1 = loc("/a.py":3:1)\n  %0 = tt.load %p : tensor<4x!tt.ptr<f32>> loc(#loc1)\n'
-    assert mlir_passes.strip_locations(ir) == "  %0 = tt.load %p : tensor<4x!tt.ptr<f32>>\n"
+    assert mlir_text.strip_locations(ir) == "  %0 = tt.load %p : tensor<4x!tt.ptr<f32>>\n"
     nested = '  %x = arith.addf %a, %b : f32 loc(callsite("f"("/a.py":1:2) at #loc3))\n'
-    assert mlir_passes.strip_locations(nested) == "  %x = arith.addf %a, %b : f32\n"
+    assert mlir_text.strip_locations(nested) == "  %x = arith.addf %a, %b : f32\n"
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "gfx942"])
 def test_mlir_source_map(arch):
     for stage in ("ttir", "ttgir"):
         text = fixture(f"add_kernel.{arch}.{stage}")
-        pairs = gpu_lines.mlir_source_map(text, SOURCE)
+        pairs = mlir_text.source_map(text, SOURCE)
         lines = text.splitlines()
         assert {s for _, s in pairs} <= KERNEL_LINES
         loads = [lines[a - 1] for a, s in pairs if s == LOAD_X]
@@ -78,14 +79,14 @@ def test_mlir_source_map(arch):
         assert any("store" in line for line in stores)
         # alias definitions are not mapped, only operations
         assert not any(lines[a - 1].startswith("#loc") for a, _ in pairs)
-    assert gpu_lines.mlir_source_map(fixture("add_kernel.sm_90.ttir"), "/elsewhere.py") == []
+    assert mlir_text.source_map(fixture("add_kernel.sm_90.ttir"), "/elsewhere.py") == []
 
 
 def test_mlir_callsite_prefers_the_users_frame():
     text = ('#loc1 = loc("/lib/core.py":50:3)\n#loc2 = loc("/u.py":7:9)\n'
             '  %0 = arith.addf %a, %b : f32 loc(callsite(#loc1 at #loc2))\n'
             '  %1 = arith.mulf %a, %b : f32 loc(callsite("/u.py":3:1 at #loc2))\n')
-    assert gpu_lines.mlir_source_map(text, "/u.py") == [[3, 7], [4, 3]]
+    assert mlir_text.source_map(text, "/u.py") == [[3, 7], [4, 3]]
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "gfx942"])

@@ -110,7 +110,7 @@ def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
     from compiler.model import Request
-    from compiler.pipeline import Bundle, UserError
+    from compiler.pipeline import Bundle, JobContext, UserError
     from compiler.triton.pipeline import TritonPipeline
     workdir = os.path.join(out, "work")
     os.makedirs(workdir, exist_ok=True)
@@ -120,7 +120,7 @@ def _run_job(source: str, target: str, out: str) -> None:
     bundle = Bundle(os.path.join(out, "bundle"))
     error = None
     try:
-        pipeline.run(request, bundle)
+        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
     except UserError as e:
         error = e.error.to_json()
     with open(os.path.join(out, "error.json"), "w") as f:
@@ -295,16 +295,16 @@ def test_triton_compile_error_names_the_users_line(jobs):
     assert "power of 2" in error["message"]
 
 
-def test_syntax_error_names_its_line(tmp_path, monkeypatch):
+def test_syntax_error_names_its_line(tmp_path):
     sys.path.insert(0, ROOT)
     from compiler.model import Request
-    from compiler.pipeline import Bundle, UserError
+    from compiler.pipeline import Bundle, JobContext, UserError
     from compiler.triton.pipeline import TritonPipeline
-    monkeypatch.setenv("IRSCOPE_WORKDIR", str(tmp_path))
     source = "import triton\n\n@triton.jit\ndef k(x_ptr):\n    y = (1,\n"
     pipeline = TritonPipeline()
+    ctx = JobContext(workdir=str(tmp_path), bundle=Bundle(str(tmp_path / "b")))
     with pytest.raises(UserError) as e:
-        pipeline.run(Request("triton", source, pipeline.normalise_options({})), Bundle(str(tmp_path / "b")))
+        pipeline.run(Request("triton", source, pipeline.normalise_options({})), ctx)
     assert e.value.error.kind == "SyntaxError" and e.value.error.line == 5
 
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from compiler.xla import hlo_text as xla_dump
+from compiler.xla import dump_index, hlo_text, memory as xla_memory, sharding, source_map, traces
 from compiler.xla import options as xla_options
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")
@@ -29,7 +29,7 @@ def stats(name: str) -> dict:
 # --- dump directory -------------------------------------------------------------------------
 
 def test_index_dump_sorts_files_by_role():
-    index = xla_dump.index_dump(fixture("mlp_dump_names.txt").split())
+    index = dump_index.index_dump(fixture("mlp_dump_names.txt").split())
     assert index.prefix == "module_0002.sharded_mlp"
     seqs = [s.seq for s in index.snapshots]
     assert seqs == sorted(seqs) and seqs[0] == 0 and len(seqs) == len(set(seqs)) > 20
@@ -47,18 +47,18 @@ def test_index_dump_sorts_files_by_role():
 
 
 def test_snapshot_names_with_and_without_a_next_pass():
-    s = xla_dump.parse_snapshot_name("module_0000.jit_f.x.0012.simplification.after_algsimp.before_simplify-sorts.txt")
+    s = dump_index.parse_snapshot_name("module_0000.jit_f.x.0012.simplification.after_algsimp.before_simplify-sorts.txt")
     assert (s.module, s.seq, s.pipeline, s.after, s.before) == ("jit_f.x", 12, "simplification", "algsimp",
                                                                 "simplify-sorts")
-    s = xla_dump.parse_snapshot_name("module_0000.m.0023.copy-insertion.after_adding_copies_to_resolve_interference.txt")
+    s = dump_index.parse_snapshot_name("module_0000.m.0023.copy-insertion.after_adding_copies_to_resolve_interference.txt")
     assert (s.pipeline, s.after, s.before) == ("copy-insertion", "adding_copies_to_resolve_interference", None)
-    assert xla_dump.parse_snapshot_name("module_0000.m.cpu_after_optimizations.txt") is None
+    assert dump_index.parse_snapshot_name("module_0000.m.cpu_after_optimizations.txt") is None
 
 
 # --- HLO text -------------------------------------------------------------------------------
 
 def test_parse_hlo_text_reads_instructions_and_attributes():
-    module = xla_dump.parse_hlo_text(fixture("mlp_propagated.txt"))
+    module = hlo_text.parse_hlo_text(fixture("mlp_propagated.txt"))
     assert module.name == "sharded_mlp" and module.entry.is_entry
     ins = module.by_name()
     assert ins["dot.1"].opcode == "dot" and ins["dot.1"].operands == ["x.1", "w.1"]
@@ -71,9 +71,9 @@ def test_parse_hlo_text_reads_instructions_and_attributes():
 
 
 def test_schedule_leaves_out_fusion_bodies():
-    module = xla_dump.parse_hlo_text(fixture("mlp_optimized.txt"))
+    module = hlo_text.parse_hlo_text(fixture("mlp_optimized.txt"))
     assert module.is_scheduled
-    comps = {c["computation"]: c for c in xla_dump.schedule(module)}
+    comps = {c["computation"]: c for c in hlo_text.schedule(module)}
     assert not any(name.startswith("fused_computation") for name in comps)
     entry = next(c for c in comps.values() if c["entry"])
     order = [i["name"] for i in entry["instructions"]]
@@ -84,50 +84,50 @@ def test_schedule_leaves_out_fusion_bodies():
 # --- shardings ------------------------------------------------------------------------------
 
 def test_parse_sharding_forms():
-    s = xla_dump.parse_sharding("{devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
+    s = sharding.parse_sharding("{devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
     assert s["type"] == "tiled" and s["tile_dims"] == [1, 2, 4] and s["subgroups"] == ["replicated"]
     assert s["devices"] == [0, 2, 4, 6, 1, 3, 5, 7]
-    s = xla_dump.parse_sharding("{devices=[2,2]0,2,1,3}")
+    s = sharding.parse_sharding("{devices=[2,2]0,2,1,3}")
     assert s["devices"] == [0, 2, 1, 3] and s["subgroups"] == []
-    s = xla_dump.parse_sharding("{devices=[2,1,2,2]<=[8] last_tile_dims={manual, replicated}}")
+    s = sharding.parse_sharding("{devices=[2,1,2,2]<=[8] last_tile_dims={manual, replicated}}")
     assert s["subgroups"] == ["manual", "replicated"]
-    assert xla_dump.parse_sharding("{maximal device=3}") == {"type": "maximal", "device": 3,
+    assert sharding.parse_sharding("{maximal device=3}") == {"type": "maximal", "device": 3,
                                                             "text": "{maximal device=3}"}
-    assert xla_dump.parse_sharding("{replicated}")["type"] == "replicated"
-    t = xla_dump.parse_sharding("{{replicated}, {devices=[2,1]<=[2]}, {maximal device=0}}")
+    assert sharding.parse_sharding("{replicated}")["type"] == "replicated"
+    t = sharding.parse_sharding("{{replicated}, {devices=[2,1]<=[2]}, {maximal device=0}}")
     assert [e["type"] for e in t["elements"]] == ["replicated", "tiled", "maximal"]
 
 
 def test_tiles_with_partial_replication():
-    s = xla_dump.parse_sharding("{devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
-    tiles = xla_dump.sharding_tiles([128, 256], s, 8)
+    s = sharding.parse_sharding("{devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
+    tiles = sharding.sharding_tiles([128, 256], s, 8)
     assert [(t["ranges"], t["devices"]) for t in tiles] == [
         ([[0, 128], [0, 128]], [0, 2, 4, 6]), ([[0, 128], [128, 256]], [1, 3, 5, 7])]
     # Uneven split: XLA's tiles are ceil(10/4) = 3 long, the last one is short.
-    tiles = xla_dump.sharding_tiles([10], xla_dump.parse_sharding("{devices=[4]<=[4]}"), 4)
+    tiles = sharding.sharding_tiles([10], sharding.parse_sharding("{devices=[4]<=[4]}"), 4)
     assert [t["ranges"][0] for t in tiles] == [[0, 3], [3, 6], [6, 9], [9, 10]]
-    assert xla_dump.sharding_tiles([4], {"type": "maximal", "device": 5}, 8)[0]["devices"] == [5]
+    assert sharding.sharding_tiles([4], {"type": "maximal", "device": 5}, 8)[0]["devices"] == [5]
 
 
 def test_replica_group_forms():
-    assert xla_dump.parse_replica_groups("{{0,1},{2,3}}", 4) == [[0, 1], [2, 3]]
-    assert xla_dump.parse_replica_groups("{}", 4) == [[0, 1, 2, 3]]
-    assert xla_dump.parse_replica_groups("[2,4]<=[4,2]T(1,0)", 8) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert sharding.parse_replica_groups("{{0,1},{2,3}}", 4) == [[0, 1], [2, 3]]
+    assert sharding.parse_replica_groups("{}", 4) == [[0, 1, 2, 3]]
+    assert sharding.parse_replica_groups("[2,4]<=[4,2]T(1,0)", 8) == [[0, 2, 4, 6], [1, 3, 5, 7]]
     mesh = "mesh['axis_0'=4,'axis_1'=2] "
-    assert xla_dump.parse_replica_groups(mesh + "{'axis_1'}", 8) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    assert xla_dump.parse_replica_groups(mesh + "{'axis_0'}", 8) == [[0, 2, 4, 6], [1, 3, 5, 7]]
-    assert xla_dump.parse_replica_groups(mesh + "{'axis_0','axis_1'}", 8) == [list(range(8))]
+    assert sharding.parse_replica_groups(mesh + "{'axis_1'}", 8) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert sharding.parse_replica_groups(mesh + "{'axis_0'}", 8) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert sharding.parse_replica_groups(mesh + "{'axis_0','axis_1'}", 8) == [list(range(8))]
     # A sub-axis: 'a':(2)2 is the middle factor of a = 2x2x2.
-    assert xla_dump.parse_replica_groups("mesh['a'=8] {'a':(2)2}", 8) == [[0, 2], [1, 3], [4, 6], [5, 7]]
-    assert xla_dump.parse_replica_groups("mesh['a'=2,'b'=2], device_ids=(3,2,1,0) {'b'}", 4) == [[3, 2], [1, 0]]
+    assert sharding.parse_replica_groups("mesh['a'=8] {'a':(2)2}", 8) == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert sharding.parse_replica_groups("mesh['a'=2,'b'=2], device_ids=(3,2,1,0) {'b'}", 4) == [[3, 2], [1, 0]]
 
 
 def test_collectives_of_partitioned_modules():
-    mlp = xla_dump.collectives(xla_dump.parse_hlo_text(fixture("mlp_spmd.txt")), 8)
+    mlp = sharding.collectives(hlo_text.parse_hlo_text(fixture("mlp_spmd.txt")), 8)
     assert [c["opcode"] for c in mlp] == ["all-reduce"]
     assert mlp[0]["groups"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert mlp[0]["operand_bytes"] == 16 * 4  # f32[16]: the row tile of the 64-row result
-    attention = xla_dump.collectives(xla_dump.parse_hlo_text(fixture("attention_spmd.txt")), 8)
+    attention = sharding.collectives(hlo_text.parse_hlo_text(fixture("attention_spmd.txt")), 8)
     (ar,) = [c for c in attention if c["opcode"] == "all-reduce"]
     assert ar["shape"] == "f32[2,32,64]" and ar["group_size"] == 2
     assert ar["moved_bytes"] == 2 * (2 * 32 * 64 * 4) * 1 // 2
@@ -137,10 +137,10 @@ def test_collectives_of_partitioned_modules():
 
 @pytest.mark.parametrize("name", ["mlp", "attention"])
 def test_memory_peak_is_xla_temp_size(name):
-    allocations = xla_dump.parse_buffer_assignment(fixture(f"{name}_buffer_assignment.txt"))
-    live = xla_dump.parse_live_range(fixture(f"{name}_live_range.txt"))
+    allocations = xla_memory.parse_buffer_assignment(fixture(f"{name}_buffer_assignment.txt"))
+    live = xla_memory.parse_live_range(fixture(f"{name}_live_range.txt"))
     assert live.sequence and live.ranges and live.peak_time is not None
-    timeline = xla_dump.memory_timeline(allocations, live)
+    timeline = xla_memory.memory_timeline(allocations, live)
     assert timeline["peak_bytes"] == stats(f"{name}_xla_stats.json")["memory"]["temp_size_in_bytes"]
     assert timeline["peak_bytes"] == timeline["temp_allocation_bytes"]
     at = timeline["peak_at"]
@@ -149,7 +149,7 @@ def test_memory_peak_is_xla_temp_size(name):
 
 
 def test_buffer_assignment_kinds():
-    allocations = xla_dump.parse_buffer_assignment(fixture("mlp_buffer_assignment.txt"))
+    allocations = xla_memory.parse_buffer_assignment(fixture("mlp_buffer_assignment.txt"))
     kinds = [a.kind for a in allocations]
     assert kinds.count("parameter") == 3 and "output" in kinds and kinds.count("temp") == 1
     params = sum(a.size for a in allocations if a.kind == "parameter")
@@ -165,8 +165,8 @@ def _line_of(source: str, needle: str) -> int:
 def test_hlo_stack_frames_map_to_user_lines():
     text = fixture("attention_before_optimizations.txt")
     source = fixture("attention_source.py")
-    module = xla_dump.parse_hlo_text(text)
-    pairs = dict(map(tuple, xla_dump.hlo_source_map(module, ATTENTION_FILE, text=text)))
+    module = hlo_text.parse_hlo_text(text)
+    pairs = dict(map(tuple, source_map.hlo_source_map(module, ATTENTION_FILE, text=text)))
     by_line = {i.line: i for i in module.instructions()}
     out_proj = [l for l, i in by_line.items() if "bhqk,hkd->bqd" in i.metadata.get("op_name", "")]
     assert out_proj and all(pairs[l] == _line_of(source, '"bhqk,hkd->bqd"') for l in out_proj)
@@ -177,7 +177,7 @@ def test_hlo_stack_frames_map_to_user_lines():
 def test_mlir_locations_map_to_user_lines():
     text = fixture("attention_stablehlo.mlir")
     source = fixture("attention_source.py")
-    pairs = xla_dump.mlir_source_map(text, ATTENTION_FILE)
+    pairs = source_map.mlir_source_map(text, ATTENTION_FILE)
     lines = text.split("\n")
     mapped = {lines[a - 1].split("=")[1].split()[0] if "=" in lines[a - 1] else "": u for a, u in pairs}
     assert any("dot_general" in op for op in mapped)
@@ -187,9 +187,9 @@ def test_mlir_locations_map_to_user_lines():
 
 
 def test_hlo_names_map_to_input_lines():
-    propagated = xla_dump.parse_hlo_text(fixture("mlp_propagated.txt"))
+    propagated = hlo_text.parse_hlo_text(fixture("mlp_propagated.txt"))
     names = {"x": 10, "w": 11, "dot": 13, "act": 16}
-    pairs = dict(map(tuple, xla_dump.hlo_source_map(propagated, names=names)))
+    pairs = dict(map(tuple, source_map.hlo_source_map(propagated, names=names)))
     ins = propagated.by_name()
     assert pairs[ins["dot.1"].line] == 13 and pairs[ins["x.1"].line] == 10 and pairs[ins["act.1"].line] == 16
 
@@ -244,7 +244,7 @@ def test_real_debug_options_from_jaxlib():
 
 def test_pass_runs_from_trace_match_the_snapshots():
     events = json.loads(fixture("mlp_trace_events.json"))
-    runs = xla_dump.pass_runs(events, "sharded_mlp")
+    runs = traces.pass_runs(events, "sharded_mlp")
     names = [(r["pipeline"], r["pass"]) for r in runs]
     assert ("spmd-partitioner", "sharding-propagation") in names and ("simplification", "algsimp") in names
     # The partitioner's cleanup pipeline runs inside the spmd-partitioning pass.
@@ -252,8 +252,8 @@ def test_pass_runs_from_trace_match_the_snapshots():
     inner = [r for r in runs if r["pipeline"] == "spmd-cleanup"]
     assert inner and all(r["depth"] == part["depth"] + 1 for r in inner)
     assert all(part["start_ns"] <= r["start_ns"] for r in inner)
-    index = xla_dump.index_dump(fixture("mlp_dump_names.txt").split())
-    matched = xla_dump.match_runs_to_snapshots(runs, index.snapshots)
+    index = dump_index.index_dump(fixture("mlp_dump_names.txt").split())
+    matched = traces.match_runs_to_snapshots(runs, index.snapshots)
     by_seq = {seq: runs[j] for j, seq in matched.items()}
     for snap in index.snapshots:
         if snap.after == "pipeline-start" or snap.pipeline == "copy-insertion":
@@ -262,6 +262,6 @@ def test_pass_runs_from_trace_match_the_snapshots():
         assert by_seq[snap.seq]["pass"].replace(" ", "_") == snap.after
     # Most passes change nothing and leave no snapshot.
     assert len(runs) > 3 * len(matched)
-    phases = xla_dump.trace_phases(events, "sharded_mlp")
+    phases = traces.trace_phases(events, "sharded_mlp")
     assert phases["PjRtCpuClient::Compile"] > phases["CpuCompiler::RunBackend"] > phases["Codegen"] > 0
     assert 0 < phases["hlo_pass_pipelines"] < phases["PjRtCpuClient::Compile"]

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from compiler import registry
-from compiler.xla import hlo_text as xla_dump
+from compiler.xla import hlo_text
 from compiler.model import Request
-from compiler.pipeline import Bundle, OptionError, UserError
+from compiler.pipeline import Bundle, JobContext, OptionError, UserError
 
 # x: rows split 2 ways, columns 2 ways, each tile on 2 devices; w: columns split 2 ways, each on 4.
 PARTIAL_HLO = """HloModule partial_replication
@@ -40,11 +40,10 @@ class Result:
 
 
 def compile_source(language: str, source: str, tmp: str, **options) -> Result:
-    os.environ["IRSCOPE_WORKDIR"] = tmp
     pipeline = registry.get(language)
     request = Request(language, source, pipeline.normalise_options(options))
     bundle = Bundle(os.path.join(tmp, "out"))
-    pipeline.run(request, bundle)
+    pipeline.run(request, JobContext(workdir=tmp, bundle=bundle))
     return Result(bundle)
 
 
@@ -83,7 +82,7 @@ def test_hlo_pass_snapshots_listed_in_order_with_diffs(hlo):
         previous = key
     # 'changed' and the instruction count come from the snapshot texts themselves.
     for p in passes:
-        assert p["instructions"] == xla_dump.instruction_count(hlo.text(p["key"]))
+        assert p["instructions"] == hlo_text.instruction_count(hlo.text(p["key"]))
     part = next(p for p in passes if p["pass"] == "spmd-partitioning")
     assert part["changed"]
     # Every pass XLA ran, timed by its own trace; the changed ones point at their snapshot.
@@ -142,7 +141,7 @@ def test_hlo_cost_per_instruction_adds_up_to_xla_total(hlo):
 def test_hlo_schedule_and_source_map(hlo):
     sched = hlo.data("xla.schedule")
     entry = next(c for c in sched["computations"] if c["entry"])
-    optimized = xla_dump.parse_hlo_text(hlo.text("xla.optimized"))
+    optimized = hlo_text.parse_hlo_text(hlo.text("xla.optimized"))
     assert [i["name"] for i in entry["instructions"]] == [i.name for i in optimized.entry.instructions]
     # The dot's metadata names the input's `dot`, line 6.
     pairs = dict(map(tuple, hlo.stages["xla.optimized"].source_map))
@@ -239,7 +238,7 @@ def test_stablehlo_example_maps_hlo_back_to_its_lines(tmp_path):
     pipeline = registry.get("stablehlo")
     result = compile_source("stablehlo", pipeline.example, str(tmp_path))
     source = pipeline.example.split("\n")
-    optimized = xla_dump.parse_hlo_text(result.text("xla.pass:before_optimizations"))
+    optimized = hlo_text.parse_hlo_text(result.text("xla.pass:before_optimizations"))
     pairs = dict(map(tuple, result.stages["xla.pass:before_optimizations"].source_map))
     dot = next(i for i in optimized.instructions() if i.opcode == "dot")
     assert "stablehlo.dot_general" in source[pairs[dot.line] - 1]

@@ -6,7 +6,7 @@ import os
 import re
 
 import viewers
-from compiler.xla import hlo_text as xla_dump
+from compiler.xla import hlo_text, memory as xla_memory, sharding
 from viewers import memory, mesh, timeline
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")
@@ -22,14 +22,14 @@ def mesh_data(name: str = "<script>x</script>") -> dict:
     arrays = []
     for role, dims, text in (("parameter 0", [64, 128], shardings["parameters"][0]),
                              ("parameter 1", [128, 256], shardings["parameters"][1])):
-        parsed = xla_dump.parse_sharding(text)
+        parsed = sharding.parse_sharding(text)
         arrays.append({"role": role, "name": name, "shape": f"f32{dims}", "dims": dims, "sharding": text,
                        "type": parsed["type"], "subgroups": parsed.get("subgroups", []),
                        "tile_dims": parsed.get("tile_dims"), "tile_devices": parsed.get("devices"),
-                       "tiles": xla_dump.sharding_tiles(dims, parsed, 8)})
-    module = xla_dump.parse_hlo_text(fixture("mlp_propagated.txt"))
+                       "tiles": sharding.sharding_tiles(dims, parsed, 8)})
+    module = hlo_text.parse_hlo_text(fixture("mlp_propagated.txt"))
     return {"devices": 8, "partitioner": "gspmd", "from_stage": "xla.pass:0003",
-            "arrays": arrays, "collectives": xla_dump.collectives(xla_dump.parse_hlo_text(fixture("mlp_spmd.txt")), 8),
+            "arrays": arrays, "collectives": sharding.collectives(hlo_text.parse_hlo_text(fixture("mlp_spmd.txt")), 8),
             "instructions": [{"name": i.name, "opcode": i.opcode, "shape": i.shape, "sharding": i.sharding or "",
                               "computation": i.computation, "line": i.line} for i in module.instructions()]}
 
@@ -61,8 +61,8 @@ def test_mesh_caps_tiles_and_survives_bad_json():
 
 
 def memory_data() -> dict:
-    allocations = xla_dump.parse_buffer_assignment(fixture("mlp_buffer_assignment.txt"))
-    data = xla_dump.memory_timeline(allocations, xla_dump.parse_live_range(fixture("mlp_live_range.txt")))
+    allocations = xla_memory.parse_buffer_assignment(fixture("mlp_buffer_assignment.txt"))
+    data = xla_memory.memory_timeline(allocations, xla_memory.parse_live_range(fixture("mlp_live_range.txt")))
     data["xla_memory_stats"] = json.loads(fixture("mlp_xla_stats.json"))["memory"]
     return data
 
@@ -83,8 +83,8 @@ def test_memory_chart_marks_the_peak_and_lists_what_is_live():
 
 
 def test_timeline_one_box_per_scheduled_instruction():
-    module = xla_dump.parse_hlo_text(fixture("mlp_optimized.txt"))
-    sched = xla_dump.schedule(module)
+    module = hlo_text.parse_hlo_text(fixture("mlp_optimized.txt"))
+    sched = hlo_text.schedule(module)
     html = viewers.render("timeline", json.dumps({"computations": sched, "scheduled": True}), {})
     svg = re.search(r"<svg.*?</svg>", html, re.S).group(0)
     boxes = re.findall(r'<rect [^>]*data-line="(\d+)"', svg)

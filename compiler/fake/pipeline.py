@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from compiler.model import Request
-from compiler.pipeline import Bundle, Option, Pipeline
+from compiler.pipeline import JobContext, Option, Pipeline
 from compiler.user_code import run_source, write_user_file
 
 
@@ -22,14 +22,15 @@ class FakePipeline(Pipeline):
         Option("stage_delay_s", "int", 0, "Seconds to wait between stages (to watch progress).", minimum=0, maximum=30),
     )
 
-    def run(self, request: Request, bundle: Bundle) -> None:
+    def run(self, request: Request, ctx: JobContext) -> None:
+        bundle = ctx.bundle
         source = request.source
         lines = source.split("\n")
         bundle.add("source", "Source", "Source", "python", source,
                    source_map=[[n, n] for n in range(1, len(lines) + 1)])
         bundle.progress("running the source")
-        path = write_user_file(source, "fake_input.py")
-        namespace, stdout = run_source(bundle, path)
+        path = write_user_file(source, "fake_input.py", ctx.workdir)
+        namespace, stdout = run_source(ctx, path)
         bundle.add("run.stdout", "Program output", "Run", "text", stdout)
         time.sleep(request.options.get("stage_delay_s", 0))
         text = source.upper() if request.options.get("shout") else source

@@ -14,8 +14,8 @@ import os
 import re
 from typing import Any
 
-from compiler.pipeline import Bundle, OptionError, UserError
-from compiler.targets import get_target
+from compiler.pipeline import JobContext, OptionError, UserError
+from compiler.targets import describe_target, get_target
 
 _KERNEL = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''\n(.*?)''', device_str='(\w+)'\)", re.S | re.M)
 
@@ -36,7 +36,7 @@ def _check_options(options: dict[str, Any]) -> None:
         raise OptionError("reduce-overhead records CUDA graphs on the device; a virtual GPU cannot")
 
 
-def run_virtual_gpu(model: Any, example_inputs: Any, target: str, bundle: Bundle, options: dict[str, Any]) -> None:
+def run_virtual_gpu(model: Any, example_inputs: Any, target: str, ctx: JobContext, options: dict[str, Any]) -> None:
     """Compile `model(*example_inputs)` with Inductor for the virtual GPU `target` ("cuda:sm_90")
     and write `inductor.output_code` plus `triton.<stage>:<kernel>.<config>` for every config.
 
@@ -56,11 +56,11 @@ def run_virtual_gpu(model: Any, example_inputs: Any, target: str, bundle: Bundle
 
     import torch
 
-    from compiler import user_code
-    from compiler.triton.pipeline import KernelCapture, describe_target, qualifiers, write_kernel_stages
     from compiler.targets import virtual_gpu
+    from compiler.triton.capture import KernelCapture, qualifiers
+    from compiler.triton.kernel_stages import write_kernel_stages
 
-    workdir = user_code.workdir()
+    workdir, bundle = ctx.workdir, ctx.bundle
     virtual_gpu.install_virtual_cuda(gpu)
     target_info = describe_target(gpu, executed=False, real=None)
     bundle.timing("target", target_info)

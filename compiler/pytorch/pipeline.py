@@ -19,9 +19,8 @@ from compiler.pytorch import artifact_logs as torch_artifact_logs
 from compiler.pytorch import export as torch_export
 from compiler.pytorch import measure as torch_measure
 from compiler.pytorch import toolchain_cache as torch_toolchain_cache
-from compiler.pipeline import Bundle, Option, OptionError, Pipeline, UserError
-from compiler.user_code import CappedText, captured_stdout, output_limit, run_source, user_error, \
-    write_user_file
+from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
+from compiler.user_code import CappedText, captured_stdout, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
 
@@ -116,20 +115,20 @@ class PyTorchPipeline(Pipeline):
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         # TORCH_TRACE is read when torch is imported, so it is set before run() imports torch.
         return {
-            "TORCH_TRACE": os.path.join(workdir, "trace"),
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(workdir, "inductor-cache"),
+            "TORCH_TRACE": _trace_dir(workdir),
+            "TORCHINDUCTOR_CACHE_DIR": _inductor_cache_dir(workdir),
             "TRITON_CACHE_DIR": os.path.join(workdir, "triton-cache"),
             # One compile process: no pool to start in the sandbox, same generated code.
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
         }
 
-    def run(self, request: Request, bundle: Bundle) -> None:
-        options = request.options
+    def run(self, request: Request, ctx: JobContext) -> None:
+        options, bundle = request.options, ctx.bundle
         bundle.add("source", "Source", "Source", "python", request.source,
                    source_map=[[n, n] for n in range(1, request.source.count("\n") + 2)])
-        path = write_user_file(request.source, USER_FILE)
-        cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-        probes = torch_toolchain_cache.import_probes(os.environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""), cache_dir)
+        path = write_user_file(request.source, USER_FILE, ctx.workdir)
+        cache_dir = _inductor_cache_dir(ctx.workdir)
+        probes = torch_toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -147,11 +146,11 @@ class PyTorchPipeline(Pipeline):
                                            "graphs for AOTInductor")
 
         bundle.progress("running your source")
-        namespace, printed = run_source(bundle, path)
+        namespace, printed = run_source(ctx, path)
         model, inputs = _entry_points(namespace, torch)
         if options["target"] != "host":
             if not torch.cuda.is_available():
-                self._virtual_gpu(request, bundle, model, inputs, printed, path)
+                self._virtual_gpu(request, ctx, model, inputs, printed)
                 return
             model, inputs = _to_cuda(model, inputs, torch)
             bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
@@ -161,7 +160,7 @@ class PyTorchPipeline(Pipeline):
             model, backend=options["backend"], mode=None if options["mode"] == "default" else options["mode"],
             dynamic=None if options["dynamic"] == "auto" else options["dynamic"], fullgraph=options["fullgraph"])
         bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)")
-        sink = CappedText(output_limit())
+        sink = CappedText(ctx.limits.output_bytes)
         error: UserError | None = None
         started = time.perf_counter()
         try:
@@ -176,11 +175,11 @@ class PyTorchPipeline(Pipeline):
         except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
             if isinstance(e, KeyboardInterrupt):
                 raise
-            error = user_error(e, path, _error_kind(e))
+            error = user_error(e, path, ctx.limits, _error_kind(e))
         first_call_s = time.perf_counter() - started
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         bundle.progress("reading the structured trace")
-        entries = torch_trace.read_dir(os.environ.get("TORCH_TRACE", ""))
+        entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
         _write_trace_stages(bundle, entries, (path, USER_FILE))
         _write_log_stages(bundle, torch_artifact_logs.texts(logs), torch_trace.compile_ids(entries),
                           (path, USER_FILE))
@@ -191,8 +190,8 @@ class PyTorchPipeline(Pipeline):
         bundle.timing("compile", timings)
         if error is not None:
             raise error
-        if os.environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE"):  # the trusted warm-up job only
-            torch_toolchain_cache.export_probes(cache_dir, os.environ["IRSCOPE_EXPORT_TOOLCHAIN_CACHE"])
+        if ctx.export_toolchain_cache:  # the trusted warm-up job only
+            torch_toolchain_cache.export_probes(cache_dir, ctx.export_toolchain_cache)
             return
         bundle.progress("timing eager and compiled calls")
         run = torch_measure.measure(model, compiled, inputs, options["training"], torch)
@@ -200,18 +199,27 @@ class PyTorchPipeline(Pipeline):
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", json.dumps(kernels))
         bundle.timing("run", run)
 
-    def _virtual_gpu(self, request: Request, bundle: Bundle, model: Any, inputs: tuple, printed: str,
-                     path: str) -> None:
-        """No CUDA device here: Inductor generates GPU code for a virtual one (pytorch_gpu)."""
+    def _virtual_gpu(self, request: Request, ctx: JobContext, model: Any, inputs: tuple, printed: str) -> None:
+        """No CUDA device here: Inductor generates GPU code for a virtual one (gpu_codegen)."""
         from compiler.pytorch.gpu_codegen import run_virtual_gpu
-        bundle.add("run.stdout", "Program output", "Run", "text", printed)
+        ctx.bundle.add("run.stdout", "Program output", "Run", "text", printed)
         try:
-            run_virtual_gpu(model, inputs, request.options["target"], bundle, request.options)
+            run_virtual_gpu(model, inputs, request.options["target"], ctx, request.options)
         except OptionError as e:
             raise UserError("OptionError", str(e)) from None
         finally:
-            entries = torch_trace.read_dir(os.environ.get("TORCH_TRACE", ""))
-            bundle.timing("compile", _compile_timings(entries))
+            entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
+            ctx.bundle.timing("compile", _compile_timings(entries))
+
+
+def _trace_dir(workdir: str) -> str:
+    """TORCH_TRACE: where PyTorch writes the job's structured trace."""
+    return os.path.join(workdir, "trace")
+
+
+def _inductor_cache_dir(workdir: str) -> str:
+    """TORCHINDUCTOR_CACHE_DIR: the job's private Inductor cache."""
+    return os.path.join(workdir, "inductor-cache")
 
 
 def _to_cuda(model: Any, inputs: tuple, torch: Any) -> tuple[Any, tuple]:

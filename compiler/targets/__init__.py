@@ -6,6 +6,7 @@ for option schemas. The virtual-device shim is `compiler.targets.virtual_gpu` an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,20 @@ def get_target(name: str) -> GpuTarget:
 
 def is_gpu_target(name: str) -> bool:
     return name in TARGETS or name == "auto"
+
+
+def describe_target(target: GpuTarget, executed: bool, real: str | None,
+                    device_name: str | None = None) -> dict[str, Any]:
+    """What a result says about where it was compiled and whether anything ran. `real` is the
+    worker's own device target (None without one); `device_name` is that device's name as the
+    driver reports it, given when the job ran on it."""
+    info: dict[str, Any] = {"name": target.name, "backend": target.backend, "arch": target.arch,
+                            "warp_size": target.warp_size, "virtual": not executed, "executed": executed,
+                            "worker_device": real}
+    if executed:
+        info["device"] = device_name
+        info["note"] = "ran on the worker's GPU; launch times from triton.testing.do_bench"
+    else:
+        info["device"] = target.product
+        info["note"] = "virtual target: compiled only, nothing ran, no timings exist"
+    return info

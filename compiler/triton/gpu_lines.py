@@ -4,7 +4,7 @@ Every function takes an artifact's text and the path of the user's source file a
 recorded it, and returns pairs [artifact_line, source_line] (both 1-based) for the artifact lines
 whose location is in that file. The locations are the compiler's own:
 
-* MLIR (TTIR, TTGIR, pass dumps): `loc(...)` attributes and `#locN = loc(...)` aliases;
+* MLIR (TTIR, TTGIR, pass dumps): `loc(...)` attributes, read by compiler/mlir_text.py;
 * LLVM IR: `!dbg !N` -> `!DILocation` -> scope -> `!DIFile`;
 * PTX: `.file N "path"` and `.loc N line col` directives;
 * SASS: the `//## File "path", line N` comments `nvdisasm --print-line-info` writes.
@@ -18,82 +18,7 @@ import os
 import re
 from typing import Iterable
 
-SourceMap = list[list[int]]
-
-_FILE_LOC = r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)'
-_MLIR_TOKEN = re.compile(_FILE_LOC + r"|(#loc\d*)\b")
-_MLIR_ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
-
-
-def _same_file(recorded: str, source_file: str) -> bool:
-    return recorded == source_file or os.path.normpath(recorded) == os.path.normpath(source_file)
-
-
-def _balanced_locs(line: str) -> list[str]:
-    """The contents of every `loc(...)` on a line, outermost only, in order."""
-    out, i = [], 0
-    while True:
-        start = line.find("loc(", i)
-        if start < 0:
-            return out
-        if start > 0 and (line[start - 1].isalnum() or line[start - 1] in "_#"):
-            i = start + 4
-            continue
-        depth, j, in_str = 0, start + 3, False
-        while j < len(line):
-            ch = line[j]
-            if in_str:
-                if ch == "\\":
-                    j += 1
-                elif ch == '"':
-                    in_str = False
-            elif ch == '"':
-                in_str = True
-            elif ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        out.append(line[start + 4:j])
-        i = j + 1
-
-
-def _mlir_frames(inner: str, aliases: dict[str, str], seen: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
-    """(file, line) frames of a location, callee before caller, aliases expanded."""
-    frames: list[tuple[str, int]] = []
-    for m in _MLIR_TOKEN.finditer(inner):
-        if m.group(4):
-            alias = m.group(4)
-            if alias in aliases and alias not in seen:
-                frames.extend(_mlir_frames(aliases[alias], aliases, seen | {alias}))
-        else:
-            frames.append((m.group(1), int(m.group(2))))
-    return frames
-
-
-def mlir_source_map(text: str, source_file: str) -> SourceMap:
-    """Source map of an MLIR module printed with locations (TTIR, TTGIR, a pass dump)."""
-    lines = text.splitlines()
-    aliases = {}
-    for line in lines:
-        m = _MLIR_ALIAS.match(line)
-        if m:
-            aliases[m.group(1)] = m.group(2)
-    pairs: SourceMap = []
-    for number, line in enumerate(lines, start=1):
-        if _MLIR_ALIAS.match(line):
-            continue
-        locs = _balanced_locs(line)
-        # the op's own location is the last one on its line; block arguments carry earlier ones
-        for inner in reversed(locs):
-            hit = next((ln for f, ln in _mlir_frames(inner, aliases) if _same_file(f, source_file)), None)
-            if hit is not None:
-                pairs.append([number, hit])
-                break
-    return pairs
-
+from compiler.mlir_text import SourceMap, same_file as _same_file
 
 _LLVM_META = re.compile(r"^(![0-9]+)\s*=\s*(?:distinct\s+)?!(\w+)\((.*)\)\s*$")
 _LLVM_FIELD = re.compile(r'(\w+):\s*("(?:[^"\\]|\\.)*"|![0-9]+|[^,]+)')

@@ -15,14 +15,11 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
+from compiler.mlir_text import strip_locations
+
 _HEADER = re.compile(
     r"^// -----// IR Dump (?P<when>Before|After) (?P<pass>.+?) "
     r"\('(?P<op>[^']+)' operation(?:: @(?P<symbol>[^)]+))?\) //----- //[ \t]*$", re.M)
-
-# Location attributes renumber on every print; they are dropped when comparing for the diff so it
-# shows what the pass did to the operations, not how #loc aliases were renumbered.
-_LOC_ALIAS_LINE = re.compile(r"^#loc\d*\s*=\s*loc\(.*\)\s*$")
-_LOC_SUFFIX = re.compile(r"\s+loc\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 
 
 @dataclass
@@ -66,16 +63,6 @@ def parse_dumps(text: str) -> list[PassDump]:
                               op=m.group("op"), symbol=("@" + m.group("symbol")) if m.group("symbol") else "",
                               ir=ir))
     return dumps
-
-
-def strip_locations(ir: str) -> str:
-    """The IR without `#locN = loc(...)` lines and trailing ` loc(...)` attributes."""
-    lines = []
-    for line in ir.splitlines():
-        if _LOC_ALIAS_LINE.match(line):
-            continue
-        lines.append(_LOC_SUFFIX.sub("", line).rstrip())
-    return "\n".join(lines) + "\n"
 
 
 def _normalise(ir: str) -> str:

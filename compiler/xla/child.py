@@ -21,7 +21,8 @@ import time
 import traceback
 from typing import Any
 
-from compiler.xla import hlo_text as xla_dump
+from compiler.xla import hlo_text
+from compiler.xla.errors import hlo_error_line, input_names
 
 RESULT = "result.json"
 PHASE = "phase.txt"  # what the child was doing, for the message when XLA aborts it
@@ -37,37 +38,6 @@ class ChildError(Exception):
     def __init__(self, kind: str, message: str, line: int | None = None):
         super().__init__(message)
         self.kind, self.message, self.line = kind, message, line
-
-
-def hlo_error_line(message: str, names: dict[str, int] | None = None) -> int | None:
-    """The user's line an XLA error points at: the parser's `was parsing L:C`, else the line
-    defining the first instruction the message names."""
-    m = re.search(r"was parsing (\d+):(\d+)", message)
-    if m:
-        return int(m.group(1))
-    m = (re.search(r"loc\(\"[^\"]*\":(\d+):\d+\)", message) or re.search(r"<stdin>:(\d+):\d+", message)
-         or re.search(r"(?:^|\s)-:(\d+):\d+: error", message))  # MLIR text is parsed as file "-"
-    if m:
-        return int(m.group(1))
-    if names:
-        # Best evidence first: the original name XLA keeps in metadata, then the instruction it
-        # prints (renamed `x` -> `x.1` on import), then any word that is an instruction name.
-        for name in re.findall(r'op_name=\\?"([^"\\]+)', message):
-            if name in names:
-                return names[name]
-        for token in re.findall(r"%([\w.\-]+)", message):
-            for candidate in (token, re.sub(r"\.\d+$", "", token)):
-                if candidate in names:
-                    return names[candidate]
-        for token in re.findall(r"[\w.\-]+", message):
-            if token in names:
-                return names[token]
-    return None
-
-
-def input_names(hlo_source: str) -> dict[str, int]:
-    """Instruction name -> 1-based line of the user's HLO that defines it."""
-    return {i.name: i.line for i in xla_dump.parse_hlo_text(hlo_source).instructions()}
 
 
 def _mlir_text(bytecode_or_text: Any) -> str:
@@ -121,11 +91,12 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     """Run the user's file (a real file, so tracebacks name its lines), then jit-lower `fn`."""
     import jax
     from compiler import user_code
-    from compiler.pipeline import UserError
+    from compiler.pipeline import JobLimits, UserError
+    limits = JobLimits.from_json(job.get("limits") or {})
     path = job["user_file"]
     phase("running your program")
     try:
-        namespace, printed = user_code.run_user_file(path)
+        namespace, printed = user_code.run_user_file(path, limits)
     except UserError as e:
         raise ChildError(e.error.kind, e.error.message, e.error.line) from None
     fn, args = namespace.get("fn"), namespace.get("example_args")
@@ -141,7 +112,7 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
         lowered = jax.jit(fn).lower(*args)
         text = lowered.as_text(debug_info=True)
     except Exception as e:  # noqa: BLE001 - tracing runs user code
-        err = user_code.user_error(e, path)
+        err = user_code.user_error(e, path, limits)
         raise ChildError(err.error.kind, err.error.message, err.error.line) from None
     replicas, partitions = _partition_counts(text, 1)
     return {"mlir": text, "stablehlo": text, "replicas": replicas, "partitions": partitions,
@@ -229,7 +200,7 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
     along verbatim). The analysis itself is XLA's; only the isolation is ours."""
     import jaxlib._hlo as hlo
     from jaxlib import _jax
-    module = xla_dump.parse_hlo_text(optimized)
+    module = hlo_text.parse_hlo_text(optimized)
     entry = module.entry
     if entry is None:
         return []
@@ -246,7 +217,7 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
         while end <= len(lines) and lines[end - 1].strip() != "}":
             end += 1
         bodies[comp.name] = "\n".join(lines[comp.line - 1: end])
-    def callees(ins: xla_dump.HloInstr) -> set[str]:
+    def callees(ins: hlo_text.HloInstr) -> set[str]:
         found = set()
         for key, value in ins.attrs.items():
             if key in ("calls", "to_apply", "body", "condition", "branch_computations", "true_computation",
@@ -257,7 +228,7 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
         if comp is not entry:
             calls[comp.name] = set().union(*[callees(i) for i in comp.instructions]) if comp.instructions else set()
 
-    def reached(ins: xla_dump.HloInstr) -> list[str]:
+    def reached(ins: hlo_text.HloInstr) -> list[str]:
         seen, todo = set(), list(callees(ins))
         while todo:
             name = todo.pop()
@@ -295,7 +266,7 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
     return out
 
 
-def _random_array(rng: Any, shape: xla_dump.ArrayShape) -> Any:
+def _random_array(rng: Any, shape: hlo_text.ArrayShape) -> Any:
     import numpy as np
     import ml_dtypes  # noqa: F401 - registers bf16 and friends with numpy (a jax dependency)
     dims = shape.dims
@@ -318,13 +289,13 @@ def time_execution(exe: Any, devices: list, before_optimizations: str, repeats: 
     import jax
     import numpy as np
     from jax._src.sharding_impls import GSPMDSharding
-    module = xla_dump.parse_hlo_text(before_optimizations)
+    module = hlo_text.parse_hlo_text(before_optimizations)
     # parameter(N) prints N where operands go.
     params = sorted((i for i in module.entry.instructions if i.opcode == "parameter"),
                     key=lambda i: int(i.operands[0]) if i.operands and i.operands[0].isdigit() else 0)
     shapes = []
     for p in params:
-        leaves = xla_dump.parse_shapes(p.shape)
+        leaves = hlo_text.parse_shapes(p.shape)
         if p.shape.startswith("(") or len(leaves) != 1:
             return {"skipped": "tuple-shaped parameters are not fed by the timer"}
         shapes.append(leaves[0])

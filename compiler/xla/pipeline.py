@@ -21,10 +21,11 @@ import tempfile
 import time
 from typing import Any
 
-from compiler.xla import hlo_text as xla_dump
-from compiler.xla.options import validate_xla_options
 from compiler.model import Request
-from compiler.pipeline import Bundle, Option, OptionError, Pipeline, UserError
+from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
+from compiler.xla import dump_index, hlo_text, memory, sharding, source_map, traces
+from compiler.xla.errors import fatal_message, hlo_error_line, input_names
+from compiler.xla.options import validate_xla_options
 
 # The child's wall limit; the sandbox's own limits (settings table) are normally hit first.
 CHILD_TIMEOUT_S = 900
@@ -129,22 +130,6 @@ def _read(path: str, limit: int | None = None) -> str:
         return f.read(limit) if limit else f.read()
 
 
-def _fatal_message(stderr: str) -> str | None:
-    """XLA's message from an aborted process: the FATAL log line (a failed CHECK) and what
-    follows it, without the stack trace."""
-    lines = stderr.splitlines()
-    for i, line in enumerate(lines):
-        if re.match(r"^F\d{4} ", line) or "Check failed" in line:
-            message = re.sub(r"^F\d{4} [\d:.]+\s+\d+\s+", "", line)
-            tail = []
-            for extra in lines[i + 1: i + 6]:
-                if extra.startswith("*** ") or "Check failure stack trace" in extra or extra.startswith("    @"):
-                    break
-                tail.append(extra)
-            return "\n".join([message] + tail).strip()
-    return None
-
-
 class XlaPipeline(Pipeline):
     """Shared by the three input languages; subclasses set the key and the example."""
 
@@ -157,9 +142,11 @@ class XlaPipeline(Pipeline):
 
     # --- the child --------------------------------------------------------------------------
 
-    def _compile(self, request: Request, work: str, bundle: Bundle) -> dict[str, Any]:
+    def _compile(self, request: Request, work: str, ctx: JobContext) -> dict[str, Any]:
+        bundle = ctx.bundle
         job = {"language": self.key, "source": request.source, "options": dict(request.options),
-               "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": bool(request.options.get("time_run", True))}
+               "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": bool(request.options.get("time_run", True)),
+               "limits": ctx.limits.to_json()}
         if self.key == "jax":
             job["user_file"] = os.path.join(work, "user_program.py")
             with open(job["user_file"], "w", encoding="utf-8") as f:
@@ -180,13 +167,12 @@ class XlaPipeline(Pipeline):
         wall_ms = (time.perf_counter() - t0) * 1e3
         result_path = os.path.join(work, "result.json")
         if not os.path.exists(result_path):
-            message = _fatal_message(proc.stderr)
+            message = fatal_message(proc.stderr)
             if message is None:
                 raise RuntimeError(f"the XLA child process exited with status {proc.returncode}: "
                                    f"{proc.stderr[-2000:]}")
             line = None
             if self.key == "hlo":
-                from compiler.xla.child import hlo_error_line, input_names
                 line = hlo_error_line(message, input_names(request.source))
             phase_path = os.path.join(work, "phase.txt")
             doing = _read(phase_path).strip() if os.path.exists(phase_path) else "starting"
@@ -203,36 +189,36 @@ class XlaPipeline(Pipeline):
 
     # --- stages -----------------------------------------------------------------------------
 
-    def run(self, request: Request, bundle: Bundle) -> None:
-        from compiler.user_code import workdir
+    def run(self, request: Request, ctx: JobContext) -> None:
         # The dump holds every pass snapshot; once its stages are in the bundle it can go.
-        work = tempfile.mkdtemp(prefix="xla-", dir=workdir())
+        work = tempfile.mkdtemp(prefix="xla-", dir=ctx.workdir)
         try:
-            self._run(request, bundle, work)
+            self._run(request, ctx, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def _run(self, request: Request, bundle: Bundle, work: str) -> None:
+    def _run(self, request: Request, ctx: JobContext, work: str) -> None:
+        bundle = ctx.bundle
         lexer = {"hlo": "hlo", "stablehlo": "mlir", "jax": "python"}[self.key]
         lines = request.source.count("\n") + 1
         bundle.add("xla.input", "Input", "Input", lexer, request.source, source_map=[[n, n] for n in range(1, lines + 1)])
-        result = self._compile(request, work, bundle)
+        result = self._compile(request, work, ctx)
         # MLIR text parsed by XLA gets locations in file "-": its HLO metadata points there.
         user_file = {"jax": os.path.join(work, "user_program.py"), "stablehlo": "-"}.get(self.key)
-        names = ({i.name: i.line for i in xla_dump.parse_hlo_text(request.source).instructions()}
+        names = ({i.name: i.line for i in hlo_text.parse_hlo_text(request.source).instructions()}
                  if self.key == "hlo" else None)
 
         def hlo_map(text: str) -> list[list[int]]:
-            return xla_dump.hlo_source_map(xla_dump.parse_hlo_text(text), user_file, names, text)
+            return source_map.hlo_source_map(hlo_text.parse_hlo_text(text), user_file, names, text)
 
         # StableHLO
         stablehlo = result["stablehlo"]
         if self.key == "stablehlo":
             smap = [[n, n] for n in range(1, lines + 1)]
         elif self.key == "jax":
-            smap = xla_dump.mlir_source_map(stablehlo, user_file)
+            smap = source_map.mlir_source_map(stablehlo, user_file)
         else:
-            smap = xla_dump.mlir_name_map(stablehlo, names or {})
+            smap = source_map.mlir_name_map(stablehlo, names or {})
         bundle.add("xla.stablehlo", "StableHLO", "Input", "mlir", stablehlo, source_map=smap,
                    meta={"note": {"hlo": "converted from your HLO by jax.extend.mlir.hlo_to_stablehlo",
                                   "stablehlo": "your input, compiled as is",
@@ -240,21 +226,21 @@ class XlaPipeline(Pipeline):
 
         bundle.progress("reading XLA's dump")
         dump_dir = os.path.join(work, "dump")
-        index = xla_dump.read_dump(dump_dir)
+        index = dump_index.read_dump(dump_dir)
         if index is None:
             raise RuntimeError("XLA wrote no dump for the compiled module")
         before_text = _read(os.path.join(dump_dir, index.before_optimizations)) if index.before_optimizations else ""
 
-        runs = xla_dump.pass_runs(result.get("trace") or [], index.prefix.split(".", 1)[1])
+        runs = traces.pass_runs(result.get("trace") or [], index.prefix.split(".", 1)[1])
         passes = self._pass_stages(bundle, index, dump_dir, before_text, hlo_map, runs)
         self._sharding_stages(bundle, index, dump_dir, before_text, result, hlo_map)
 
         optimized = result["optimized"]
-        opt_module = xla_dump.parse_hlo_text(optimized)
+        opt_module = hlo_text.parse_hlo_text(optimized)
         bundle.add("xla.optimized", "Optimized HLO", "XLA", "hlo", optimized, source_map=hlo_map(optimized),
                    meta={"scheduled": opt_module.is_scheduled})
         costs = {c["name"]: c for c in result.get("cost", [])}
-        sched = xla_dump.schedule(opt_module)
+        sched = hlo_text.schedule(opt_module)
         for comp in sched:
             for ins in comp["instructions"]:
                 c = costs.get(ins["name"]) if comp["entry"] else None
@@ -278,7 +264,7 @@ class XlaPipeline(Pipeline):
                                                           "unchanged passes are not dumped, so each figure covers "
                                                           "every pass since the previous snapshot, dumping "
                                                           "included")}
-        phases = xla_dump.trace_phases(result.get("trace") or [], index.prefix.split(".", 1)[1])
+        phases = traces.trace_phases(result.get("trace") or [], index.prefix.split(".", 1)[1])
         # `<phase>_s` keys are what the Timings tab draws as bars.
         if result.get("lower_ms") is not None:
             compile_timing["lower_ms"] = result["lower_ms"]
@@ -297,10 +283,10 @@ class XlaPipeline(Pipeline):
         if result.get("run"):
             bundle.timing("run", dict(result["run"], what="the compiled executable, all devices, on random inputs"))
 
-    def _pass_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str, before_text: str,
+    def _pass_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                      hlo_map: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         snapshots = index.snapshots[:MAX_PASS_SNAPSHOTS]
-        matched = xla_dump.match_runs_to_snapshots(runs, snapshots)
+        matched = traces.match_runs_to_snapshots(runs, snapshots)
         run_of_seq = {seq: runs[j] for j, seq in matched.items()}
         # First read: the index (written before the snapshots so the page lists it first).
         records = []
@@ -312,7 +298,7 @@ class XlaPipeline(Pipeline):
             text = _read(path)
             mtime = os.stat(path).st_mtime_ns
             records.append({"seq": snap.seq, "pipeline": snap.pipeline, "pass": snap.after, "next": snap.before,
-                            "changed": text != prev_text, "instructions": xla_dump.instruction_count(text),
+                            "changed": text != prev_text, "instructions": hlo_text.instruction_count(text),
                             "key": f"xla.pass:{snap.seq:04d}.{snap.pipeline}.{snap.after}", "file": snap.file,
                             "ms_since_previous": None if prev_time is None else round((mtime - prev_time) / 1e6, 3),
                             "pass_ms": round(run_of_seq[snap.seq]["ms"], 3) if snap.seq in run_of_seq else None})
@@ -359,14 +345,14 @@ class XlaPipeline(Pipeline):
         return [{"seq": r["seq"], "pipeline": r["pipeline"], "pass": r["pass"], "ms": r["ms_since_previous"]}
                 for r in records]
 
-    def _sharding_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str, before_text: str,
+    def _sharding_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                          result: dict[str, Any], hlo_map: Any) -> None:
         devices = int(result["devices"])
         propagated = [s for s in index.snapshots if s.before == "spmd-partitioning"]
         partitioned = [s for s in index.snapshots if s.after == "spmd-partitioning"]
         prop_text = _read(os.path.join(dump_dir, propagated[-1].file)) if propagated else before_text
-        prop_module = xla_dump.parse_hlo_text(prop_text)
-        before = xla_dump.parse_hlo_text(before_text) if before_text else prop_module
+        prop_module = hlo_text.parse_hlo_text(prop_text)
+        before = hlo_text.parse_hlo_text(before_text) if before_text else prop_module
         arrays = []
         entry = before.entry
         params = sorted((i for i in entry.instructions if i.opcode == "parameter"),
@@ -376,8 +362,8 @@ class XlaPipeline(Pipeline):
             # One device: XLA drops the shardings (num_partitions=1), so the array is whole on device 0.
             text = (param_shardings[k] if k < len(param_shardings) else
                     "{replicated}" if devices == 1 else (p.sharding or "{replicated}"))
-            leaves = xla_dump.parse_shapes(p.shape)
-            parsed = xla_dump.parse_sharding(text)
+            leaves = hlo_text.parse_shapes(p.shape)
+            parsed = sharding.parse_sharding(text)
             for n, leaf in enumerate(leaves):
                 # A tuple parameter has one sharding per element.
                 leaf_text = (parsed["elements"][n]["text"] if parsed["type"] == "tuple" and n < len(parsed["elements"])
@@ -386,11 +372,11 @@ class XlaPipeline(Pipeline):
                 arrays.append(self._array_picture(role, p.name, leaf, leaf_text, devices))
         root = next((i for i in entry.instructions if i.is_root), None) if entry else None
         if root is not None:
-            leaves = xla_dump.parse_shapes(root.shape)
+            leaves = hlo_text.parse_shapes(root.shape)
             outs = result["shardings"]["outputs"]
             for k, leaf in enumerate(leaves):
                 text = outs[k] if k < len(outs) else "{replicated}"
-                parsed = xla_dump.parse_sharding(text)
+                parsed = sharding.parse_sharding(text)
                 if parsed["type"] == "tuple" and k < len(parsed["elements"]):
                     text = parsed["elements"][k]["text"]
                 arrays.append(self._array_picture("result" if len(leaves) == 1 else f"result {k}", root.name,
@@ -399,7 +385,7 @@ class XlaPipeline(Pipeline):
                   "sharding": i.sharding or "", "computation": i.computation, "line": i.line}
                  for i in prop_module.instructions()]
         spmd_text = _read(os.path.join(dump_dir, partitioned[-1].file)) if partitioned else ""
-        found = xla_dump.collectives(xla_dump.parse_hlo_text(spmd_text), devices) if spmd_text else []
+        found = sharding.collectives(hlo_text.parse_hlo_text(spmd_text), devices) if spmd_text else []
         source = (f"xla.pass:{propagated[-1].seq:04d}.{propagated[-1].pipeline}.{propagated[-1].after}"
                   if propagated else "xla.pass:before_optimizations")
         data = {"devices": devices, "partitioner": "shardy" if result.get("shardy") else "gspmd",
@@ -414,26 +400,26 @@ class XlaPipeline(Pipeline):
                        "XLA ran no SPMD partitioner for this module (one device, or no shardings).\n")
 
     @staticmethod
-    def _array_picture(role: str, name: str, shape: xla_dump.ArrayShape, sharding: str, devices: int) -> dict[str, Any]:
-        parsed = xla_dump.parse_sharding(sharding)
-        return {"role": role, "name": name, "shape": str(shape), "dims": list(shape.dims), "sharding": sharding,
+    def _array_picture(role: str, name: str, shape: hlo_text.ArrayShape, text: str, devices: int) -> dict[str, Any]:
+        parsed = sharding.parse_sharding(text)
+        return {"role": role, "name": name, "shape": str(shape), "dims": list(shape.dims), "sharding": text,
                 "type": parsed["type"], "tile_dims": parsed.get("tile_dims"), "subgroups": parsed.get("subgroups", []),
                 "tile_devices": parsed.get("devices"),
-                "tiles": xla_dump.sharding_tiles(shape.dims, parsed, devices)}
+                "tiles": sharding.sharding_tiles(shape.dims, parsed, devices)}
 
-    def _memory_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str, result: dict[str, Any]) -> None:
-        memory = result["memory"]
+    def _memory_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, result: dict[str, Any]) -> None:
+        stats = result["memory"]
         if not index.buffer_assignment:
             return
         ba_text = _read(os.path.join(dump_dir, index.buffer_assignment))
-        bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text, meta={"xla_memory_stats": memory})
+        bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text, meta={"xla_memory_stats": stats})
         if not index.live_range:
             return
-        timeline = xla_dump.memory_timeline(xla_dump.parse_buffer_assignment(ba_text),
-                                            xla_dump.parse_live_range(_read(os.path.join(dump_dir, index.live_range))))
-        timeline["xla_memory_stats"] = memory
+        timeline = memory.memory_timeline(memory.parse_buffer_assignment(ba_text),
+                                          memory.parse_live_range(_read(os.path.join(dump_dir, index.live_range))))
+        timeline["xla_memory_stats"] = stats
         bundle.add("xla.memory", "Memory over program order", "Memory", "memory", json.dumps(timeline),
-                   meta={"peak_bytes": timeline["peak_bytes"], "temp_size_in_bytes": memory.get("temp_size_in_bytes")})
+                   meta={"peak_bytes": timeline["peak_bytes"], "temp_size_in_bytes": stats.get("temp_size_in_bytes")})
 
     def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:
         rows = result.get("cost", [])
@@ -455,7 +441,7 @@ class XlaPipeline(Pipeline):
         bundle.add("xla.cost", "Cost analysis", "XLA", "text", "\n".join(out) + "\n",
                    meta={"total": total, "instructions": rows, "note": note})
 
-    def _code_stages(self, bundle: Bundle, index: xla_dump.DumpIndex, dump_dir: str) -> None:
+    def _code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str) -> None:
         def kernel_name(module: str) -> str:
             name = re.sub(r"^__compute_module_", "", module)
             return re.sub(r"_kernel_module$", "", name)

@@ -1,0 +1,170 @@
+"""The stages of one compiled Triton kernel: `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/
+metadata:<qualifier>`, each with its source map, written from a CompiledRecord (compiler/triton/
+capture.py). A library: the triton pipeline and the PyTorch GPU path both write kernels with it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Callable
+
+from compiler import mlir_text
+from compiler.pipeline import Bundle
+from compiler.triton import gpu_lines, mlir_passes
+from compiler.triton.capture import MLIR_STAGES, CompiledRecord
+from compiler.triton.nvidia_tools import cubin_resource_usage, disassemble_sass
+
+
+def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:
+    """name -> the integer the first match of its pattern captures, for the patterns that match."""
+    found = {key: re.search(pattern, text) for key, pattern in patterns.items()}
+    return {key: int(m.group(1)) for key, m in found.items() if m}
+
+
+def parse_ptxas_log(log: str) -> dict[str, int]:
+    """Registers, barriers, spills, stack from ptxas -v's `ptxas info` lines."""
+    patterns = {"registers": r"Used (\d+) registers", "barriers": r"used (\d+) barriers",
+                "spill_stores_bytes": r"(\d+) bytes spill stores", "spill_loads_bytes": r"(\d+) bytes spill loads",
+                "stack_frame_bytes": r"(\d+) bytes stack frame", "shared_bytes_static": r"(\d+) bytes smem"}
+    return _first_ints(patterns, log)
+
+
+def parse_amdgcn_usage(asm: str) -> dict[str, int]:
+    """Register counts, spills, scratch, LDS and occupancy from the AMDGCN listing's metadata."""
+    patterns = {"sgpr_count": r"\.sgpr_count:\s+(\d+)", "vgpr_count": r"\.vgpr_count:\s+(\d+)",
+                "agpr_count": r"\.agpr_count:\s+(\d+)", "sgpr_spill_count": r"\.sgpr_spill_count:\s+(\d+)",
+                "vgpr_spill_count": r"\.vgpr_spill_count:\s+(\d+)",
+                "private_segment_bytes": r"\.private_segment_fixed_size:\s+(\d+)",
+                "lds_bytes": r"\.group_segment_fixed_size:\s+(\d+)", "occupancy_waves": r";\s*Occupancy:\s+(\d+)"}
+    return _first_ints(patterns, asm)
+
+
+def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, workdir: str,
+                        source_map_file: str, python_source: tuple[str, int] | None = None,
+                        map_to_user: Callable[[int], int | None] | None = None,
+                        extra_meta: dict[str, Any] | None = None, group: str = "Triton") -> None:
+    """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`.
+
+    `source_map_file` is the file the compiler's locations must name for a line to be mapped.
+    `python_source` is (text, first line in that file) for `triton.source`. `map_to_user` turns a
+    line of that file into a line of the user's pasted source (identity when it is that source);
+    lines it returns None for stay unmapped.
+    """
+    to_user = map_to_user or (lambda line: line)
+
+    def user_map(pairs: gpu_lines.SourceMap) -> gpu_lines.SourceMap:
+        out = []
+        for artifact_line, line in pairs:
+            mapped = to_user(line)
+            if mapped:
+                out.append([artifact_line, mapped])
+        return out
+
+    base_meta = {"kernel": record.name, "hash": record.hash, "target": _target_name(record.metadata.get("target")),
+                 **(extra_meta or {})}
+
+    if python_source is not None:
+        text, first = python_source
+        pairs = [[i, first + i - 1] for i in range(1, len(text.splitlines()) + 1)]
+        bundle.add(f"triton.source:{qualifier}", f"Kernel source {qualifier}", group, "python", text,
+                   source_map=user_map(pairs), meta=base_meta)
+
+    for ext, title in (("ttir", "TTIR"), ("ttgir", "TTGIR")):
+        text = record.asm(ext)
+        if isinstance(text, str):
+            bundle.add(f"triton.{ext}:{qualifier}", f"{title} {qualifier}", group, "mlir", text,
+                       source_map=user_map(mlir_text.source_map(text, source_map_file)), meta=base_meta)
+    llir = record.asm("llir")
+    llir_lines: set[int] = set()
+    if isinstance(llir, str):
+        llir_map = gpu_lines.llvm_source_map(llir, source_map_file)
+        llir_lines = gpu_lines.source_lines(llir_map)
+        bundle.add(f"triton.llir:{qualifier}", f"LLVM IR {qualifier}", group, "llvm", llir,
+                   source_map=user_map(llir_map), meta=base_meta)
+    ptx = record.asm("ptx")
+    if isinstance(ptx, str):
+        bundle.add(f"triton.ptx:{qualifier}", f"PTX {qualifier}", group, "ptx", ptx,
+                   source_map=user_map(gpu_lines.ptx_source_map(ptx, source_map_file)),
+                   meta={**base_meta, "ptx_target": _first(r"^\.target\s+(\S+)", ptx),
+                         "ptx_version": _first(r"^\.version\s+(\S+)", ptx),
+                         "note": "inside inline asm the .loc before the block is used: LLVM numbers "
+                                 "inline-asm lines as if they were source lines"})
+    amdgcn = record.asm("amdgcn")
+    if isinstance(amdgcn, str):
+        bundle.add(f"triton.amdgcn:{qualifier}", f"AMDGCN {qualifier}", group, "amdgcn", amdgcn,
+                   source_map=user_map(gpu_lines.ptx_source_map(amdgcn, source_map_file)), meta=base_meta)
+
+    cubin = record.asm("cubin")
+    usage: dict[str, int] = {}
+    if isinstance(cubin, bytes):
+        sass = disassemble_sass(cubin, workdir)
+        bundle.add(f"triton.sass:{qualifier}", f"SASS {qualifier}", group, "sass", sass,
+                   source_map=user_map(gpu_lines.sass_source_map(
+                       sass, source_map_file, llir_lines or None,
+                       gpu_lines.ptx_inline_asm_lines(ptx, source_map_file) if isinstance(ptx, str) else None)),
+                   meta={**base_meta, "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)",
+                         "note": "LLVM numbers inline-asm lines as source lines and ptxas keeps them, so "
+                                 "nvdisasm may name a line below the real one (past the kernel's end even); "
+                                 "such lines are mapped back through the PTX's inline-asm blocks where that is "
+                                 "unambiguous, else left unmapped"})
+        usage = cubin_resource_usage(cubin, workdir)
+
+    stages = []
+    for ext in MLIR_STAGES:
+        path = record.dump_paths.get(ext)
+        if path and os.path.exists(path) and ext in record.final_ir:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                stages.append((ext, f.read(), record.final_ir[ext]))
+    records = mlir_passes.pass_records(stages)
+    if records:
+        summary = [{"index": r.index, "stage": r.stage, "name": r.name, "argument": r.argument, "op": r.op,
+                    "changed": r.changed, "only_locations": r.only_locations, "added": r.added,
+                    "removed": r.removed} for r in records]
+        bundle.add(f"triton.passes:{qualifier}", f"MLIR passes {qualifier}", group, "diff",
+                   mlir_passes.render_pass_log(records),
+                   meta={**base_meta, "passes": summary, "count": len(records),
+                         "changed": sum(1 for r in records if r.changed),
+                         "source": "MLIR_ENABLE_DUMP=1 per-pass dumps (IR before each pass); the IR after a "
+                                   "stage's last pass is the module Triton kept; diffs drop loc() attributes"})
+
+    md = record.metadata
+    metadata = {
+        "kernel": record.name, "target": base_meta["target"], "hash": record.hash,
+        "num_warps": md.get("num_warps"), "num_stages": md.get("num_stages"), "num_ctas": md.get("num_ctas"),
+        "warp_size": md.get("warp_size"),
+        # Triton's dynamic shared-memory request at launch; cuobjdump's SHARED below is the cubin's
+        # static shared memory (on sm_90+ it includes the 1 KiB the driver reserves)
+        "shared_memory_bytes": md.get("shared"),
+        "tmem_size": md.get("tmem_size"), "global_scratch_size": md.get("global_scratch_size"),
+        "constexprs": record.constants, "signature": record.signature,
+        "compile_times_ms": {k: round(v / 1000.0, 3) for k, v in record.times_us.items()},
+        "compile_total_ms": round(sum(record.times_us.values()) / 1000.0, 3),
+    }
+    if usage or record.ptxas_log:
+        metadata["cubin_resource_usage"] = usage  # cuobjdump --dump-resource-usage
+        metadata["ptxas"] = parse_ptxas_log(record.ptxas_log)
+        metadata["ptxas_log"] = record.ptxas_log.strip()
+        metadata["registers"] = usage.get("REG", metadata["ptxas"].get("registers"))
+        metadata["spill_stores_bytes"] = metadata["ptxas"].get("spill_stores_bytes")
+        metadata["spill_loads_bytes"] = metadata["ptxas"].get("spill_loads_bytes")
+    if isinstance(amdgcn, str):
+        metadata["amdgcn_usage"] = parse_amdgcn_usage(amdgcn)
+        metadata["registers"] = metadata["amdgcn_usage"].get("vgpr_count")
+    metadata.update({k: v for k, v in (extra_meta or {}).items() if k not in metadata})
+    bundle.add(f"triton.metadata:{qualifier}", f"Metadata {qualifier}", group, "json",
+               json.dumps(metadata, indent=2, default=str), meta=base_meta)
+
+
+def _target_name(target: Any) -> str:
+    """'cuda:sm_90' / 'hip:gfx942' from Triton's GPUTarget (or its dict form)."""
+    if isinstance(target, dict):
+        backend, arch = target.get("backend"), target.get("arch")
+    else:
+        backend, arch = getattr(target, "backend", None), getattr(target, "arch", None)
+    return f"cuda:sm_{arch}" if backend == "cuda" else f"{backend}:{arch}"
+
+
+def _first(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text, re.M)
+    return m.group(1) if m else None

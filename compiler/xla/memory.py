@@ -1,0 +1,144 @@
+"""XLA's buffer assignment (BufferAssignment::ToString) and live ranges (HloLiveRange::ToString),
+and the memory of the temp allocation over program order built from them. Pure functions."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class BufferValue:
+    id: int
+    instruction: str
+    index: str        # shape index as printed, "{}" for the top level
+    size: int
+    offset: int
+    shape: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.instruction}{self.index}"
+
+
+@dataclass
+class Allocation:
+    index: int
+    size: int
+    kind: str         # parameter, output, thread-local, temp, constant, other
+    description: str
+    values: list[BufferValue] = field(default_factory=list)
+
+
+_ALLOC_RE = re.compile(r"^allocation (\d+): size (\d+), (.*)$")
+_VALUE_RE = re.compile(r"^\s*value: <(\d+) ([^\s{>]+)(\{[\d,]*\})?[^>]*> \(size=(\d+),offset=(\d+)\): (.*)$")
+
+
+def parse_buffer_assignment(text: str) -> list[Allocation]:
+    """Allocations with the values placed in them (size, offset inside the allocation)."""
+    allocations: list[Allocation] = []
+    for line in text.split("\n"):
+        m = _ALLOC_RE.match(line)
+        if m:
+            desc = m.group(3).rstrip(":")
+            if desc.startswith("parameter"):
+                kind = "parameter"
+            elif "preallocated-temp" in desc:
+                kind = "temp"
+            elif "thread-local" in desc:
+                kind = "thread-local"
+            elif desc.startswith("output") or "maybe-live-out" in desc:
+                kind = "output"
+            elif desc.startswith("constant"):
+                kind = "constant"
+            else:
+                kind = "other"
+            allocations.append(Allocation(int(m.group(1)), int(m.group(2)), kind, desc))
+            continue
+        m = _VALUE_RE.match(line)
+        if m and allocations:
+            allocations[-1].values.append(BufferValue(int(m.group(1)), m.group(2), m.group(3) or "{}",
+                                                      int(m.group(4)), int(m.group(5)), m.group(6).strip()))
+    return allocations
+
+
+@dataclass
+class LiveRanges:
+    sequence: list[str]                 # flattened instruction order
+    ranges: dict[str, tuple[int, int]]  # value key (name{index}) -> [start, end] positions
+    peak_time: int | None
+    peak_values: list[tuple[str, int]]  # (value key, bytes) live at the peak, as XLA lists them
+    max_time: int
+
+
+def parse_live_range(text: str) -> LiveRanges:
+    sequence: list[str] = []
+    ranges: dict[str, tuple[int, int]] = {}
+    peak_time, peak_values, max_time = None, [], 0
+    section = ""
+    m = re.search(r"HloLiveRange \(max (\d+)\)", text)
+    if m:
+        max_time = int(m.group(1))
+    for line in text.split("\n"):
+        s = line.strip()
+        if s.startswith("InstructionSequence"):
+            section = "seq"
+            continue
+        if s.startswith("BufferLiveRange"):
+            section = "ranges"
+            continue
+        m = re.match(r"Live ranges at (\d+) \(peak\)", s)
+        if m:
+            section, peak_time = "peak", int(m.group(1))
+            continue
+        if s.startswith("Stack trace breakdown"):
+            section = ""
+            continue
+        if section == "seq":
+            m = re.match(r"(\d+):(\S+)$", s)
+            if m:
+                sequence.append(m.group(2))
+        elif section == "ranges":
+            m = re.match(r"(\S+):(\d+)-(\d+)$", s)
+            if m:
+                ranges[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        elif section == "peak":
+            m = re.match(r"(\S+): (\d+) bytes", s)
+            if m:
+                peak_values.append((m.group(1), int(m.group(2))))
+    return LiveRanges(sequence, ranges, peak_time, peak_values, max_time)
+
+
+def memory_timeline(allocations: list[Allocation], live: LiveRanges) -> dict[str, Any]:
+    """Memory over program order for XLA's temp buffer: every value placed in a
+    preallocated-temp allocation becomes a block [start, end] x [offset, offset+size]; per
+    program point, `live_bytes` sums the live blocks and `high_water` is the highest occupied
+    byte. The peak of `high_water` is the temp size the heap simulator needed."""
+    blocks = []
+    temp_size = 0
+    base = 0
+    for alloc in allocations:
+        if alloc.kind != "temp":
+            continue
+        for v in alloc.values:
+            start, end = live.ranges.get(v.key, (0, live.max_time))
+            blocks.append({"name": v.key, "offset": base + v.offset, "size": v.size, "start": start, "end": end,
+                           "shape": v.shape, "allocation": alloc.index})
+        base += alloc.size
+        temp_size += alloc.size
+    steps = max(live.max_time, max((b["end"] for b in blocks), default=0))
+    live_bytes, high_water = [], []
+    for t in range(steps + 1):
+        here = [b for b in blocks if b["start"] <= t <= b["end"]]
+        live_bytes.append(sum(b["size"] for b in here))
+        high_water.append(max((b["offset"] + b["size"] for b in here), default=0))
+    peak = max(high_water, default=0)
+    peak_at = high_water.index(peak) if high_water else 0
+    at_peak = sorted((b for b in blocks if b["start"] <= peak_at <= b["end"]), key=lambda b: -b["size"])
+    others = [{"allocation": a.index, "kind": a.kind, "size": a.size,
+               "values": [v.key for v in a.values][:8]} for a in allocations if a.kind != "temp"]
+    return {"steps": steps, "sequence": live.sequence, "blocks": blocks, "live_bytes": live_bytes,
+            "high_water": high_water, "peak_bytes": peak, "peak_at": peak_at,
+            "peak_instruction": live.sequence[peak_at] if peak_at < len(live.sequence) else "",
+            "live_at_peak": [{"name": b["name"], "size": b["size"], "offset": b["offset"]} for b in at_peak],
+            "temp_allocation_bytes": temp_size, "other_allocations": others}
