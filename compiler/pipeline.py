@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from compiler import formats
 from compiler.model import JobError, Manifest, Request, Stage
 
 
@@ -172,11 +173,14 @@ class Bundle:
         os.makedirs(directory, exist_ok=True)
         self.flush()
 
-    def add(self, key: str, title: str, group: str, fmt: str, text: str,
+    def add(self, key: str, title: str, group: str, fmt: str, value: Any,
             source_map: list[list[int]] | None = None, meta: dict[str, Any] | None = None) -> Stage:
-        """Write one stage. Keys are unique within a job; a repeated key is a pipeline bug."""
+        """Write one stage in format `fmt` (compiler/formats.py): text for code formats, a record or
+        plain data for JSON formats, validated here. Keys are unique within a job; a repeated key,
+        an undeclared format or a value that does not fit its format is a pipeline bug."""
         if key in self._keys:
             raise ValueError(f"stage {key!r} written twice")
+        text = formats.get(fmt).encode(value)
         self._keys.add(key)
         meta = dict(meta or {})
         size = len(text.encode("utf-8"))

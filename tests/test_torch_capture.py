@@ -88,15 +88,15 @@ def test_graph_break_and_guard_locations(entries):
 
 
 def test_fx_graph_drawing_has_the_graphs_dataflow(entries):
+    from compiler import graph_drawing
     from compiler.pytorch import fx_graph_dot
-    from viewers import graph
     dot = fx_graph_dot.to_dot(torch_trace.of_kind(entries, "dynamo_output_graph")[1].payload)
     for edge in ('"L_y_" -> "relu"', '"relu" -> "add"', '"add" -> "softmax"', '"softmax" -> "output"'):
         assert edge in dot
     assert dot.count(" -> ") == 4  # `torch.relu` is an attribute, not a use of node `relu`
     assert 'label="line 9: return torch.softmax(torch.relu(y) + 1, dim=-1)"' in dot  # clustered by user line
-    svg = graph.render(dot, {})
-    assert "<svg" in svg and "softmax" in svg
+    fmt, svg, _ = graph_drawing.draw(dot)
+    assert fmt == "svg" and svg.startswith("<svg") and "softmax" in svg
 
 
 def test_saved_for_backward_are_the_backward_inputs_but_gradients(entries):

@@ -5,6 +5,8 @@ import json
 import os
 import re
 
+import pytest
+
 import viewers
 from compiler.xla import hlo_text, memory as xla_memory, sharding
 from viewers import memory, mesh, timeline
@@ -99,12 +101,36 @@ def test_memory_survives_bad_json():
     assert "<pre" in memory.render("nope", {})
 
 
-def test_graph_draws_svg_without_external_resources_and_caps_size():
-    from viewers import graph
+def test_graph_is_drawn_in_the_worker_without_external_resources_and_capped():
+    from compiler import graph_drawing
     dot = ('digraph G {\n stylesheet=<\n  data:text/css,\n  @import url(https://fonts.example/x.css);\n >\n'
-           ' a [label="<b>"]; b [label="add"]; a -> b;\n}\n')
-    html = viewers.render("dot", dot, {})
+           ' a [label="<b>", URL="https://example.com/a"]; b [label="add", href="javascript:alert(1)"]; a -> b;\n}\n')
+    fmt, svg, why = graph_drawing.draw(dot)
+    assert (fmt, why) == ("svg", "")
+    html = viewers.render("svg", svg, {})
     assert "<svg" in html and html.count('class="node"') == 2
     assert "fonts.example" not in html and "&lt;b&gt;" in html
-    big = "digraph G {\n" + "".join(f" n{i} [label=\"{i}\"];\n" for i in range(graph.MAX_NODES + 1)) + "}\n"
-    assert "more than the" in graph.render(big, {}) and "<svg" not in graph.render(big, {})
+    assert "example.com" not in svg and "javascript" not in svg and "<a " not in svg  # links are dropped
+    big = "digraph G {\n" + "".join(f" n{i} [label=\"{i}\"];\n" for i in range(graph_drawing.MAX_NODES + 1)) + "}\n"
+    fmt, text, why = graph_drawing.draw(big)
+    assert fmt == "dot" and text == big and "more than the 1500 drawn" in why
+    assert "<svg" not in viewers.render("dot", big, {})  # DOT that was not drawn is shown as code
+
+
+HOSTILE_SVG = """<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" onload="a()">
+<script>alert(1)</script><foreignObject><iframe src="https://x.example"/></foreignObject>
+<a xlink:href="javascript:b()" target="_top"><text x="1" style="fill:url(https://y.example/f)">kept</text></a>
+<rect fill="url(#grad)" onclick="c()"/><image href="https://z.example/i.png"/><use xlink:href="#r"/>
+</svg>"""
+
+
+def test_svg_stages_are_sanitized_when_written_and_when_shown():
+    from compiler import formats
+    for html in (formats.get("svg").encode(HOSTILE_SVG), viewers.render("svg", HOSTILE_SVG, {})):
+        for bad in ("script", "alert", "foreignObject", "iframe", "javascript", "onload", "onclick", "target=",
+                    "x.example", "y.example", "z.example", "<image", "<use", "<a ", "style="):
+            assert bad not in html, bad
+        assert ">kept</text>" in html and 'fill="url(#grad)"' in html
+    with pytest.raises(formats.FormatError):
+        formats.get("svg").encode('<!DOCTYPE svg [<!ENTITY a "aaaa">]><svg xmlns="http://www.w3.org/2000/svg">&a;</svg>')
+    assert "&lt;html&gt;" in viewers.render("svg", "<html>not svg</html>", {})

@@ -1,12 +1,13 @@
-"""Artifact -> markup. One table maps a stage's format to the viewer that renders it.
+"""Artifact -> markup. Each stage format (compiler/formats.py) has one viewer here.
 
-Viewers are pure functions of (text, meta): they know nothing of jobs, stores or HTTP.
-A format not in the table is shown as plain text.
+Viewers are pure functions of (text, meta): they know nothing of jobs, stores or HTTP. A format
+not in the table (a stage stored before the format existed) is shown as plain text.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from compiler import formats
 from viewers import code, graph, memory, mesh, profile, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
@@ -16,26 +17,17 @@ def _code(lexer: str) -> Viewer:
     return lambda text, meta: code.render(text, lexer, meta.get("source_map"))
 
 
-# format -> viewer. Code formats are pygments lexer names (or ours in viewers/lexers.py).
-VIEWERS: dict[str, Viewer] = {
-    "python": _code("python"),
-    "cpp": _code("cpp"),
-    "c": _code("c"),
-    "mlir": _code("mlir"),
-    "hlo": _code("hlo"),
-    "llvm": _code("llvm"),
-    "ptx": _code("ptx"),
-    "asm": _code("gas"),
-    "sass": _code("gas"),
-    "amdgcn": _code("gas"),
-    "diff": _code("diff"),
-    "json": _code("json"),
-    "text": _code("text"),
+# The formats that are not code, by name; every code format is drawn by its lexer.
+_DRAWN: dict[str, Viewer] = {
+    "svg": graph.render,
     "mesh": mesh.render,
     "memory": memory.render,
     "timeline": timeline.render,
-    "dot": graph.render,
     "profile": profile.render,
+}
+
+VIEWERS: dict[str, Viewer] = {
+    name: _DRAWN[name] if name in _DRAWN else _code(fmt.lexer or "text") for name, fmt in formats.FORMATS.items()
 }
 
 

@@ -1,4 +1,5 @@
-"""Memory over program order (format "memory", written by the XLA pipeline) -> SVG.
+"""Memory over program order (format "memory": compiler.formats.MemoryTimeline, written by the XLA
+pipeline) -> SVG.
 
 Each buffer XLA placed in its temp allocation is a rectangle: x from the program point where it
 becomes live to where it dies, y from its offset to offset+size - the heap as XLA's buffer
@@ -7,9 +8,10 @@ live at it is listed.
 """
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
+
+from compiler import formats
 
 MAX_BLOCKS = 3000
 _COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -26,12 +28,12 @@ def _fmt(n: float) -> str:
 
 def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320) -> str:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data: formats.MemoryTimeline = formats.get("memory").decode(text)
+    except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
-    steps = max(int(data.get("steps", 0)), 1)
-    peak = int(data.get("peak_bytes", 0))
-    live = data.get("live_bytes", [])
+    steps = max(data.steps, 1)
+    peak = data.peak_bytes
+    live = data.live_bytes
     top = max([peak] + live + [1])
     left, bottom, pad = 70, 30, 10
     pw, ph = width - left - pad, height - bottom - pad
@@ -47,12 +49,12 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     for frac in (0, 0.5, 1):
         v = top * frac
         parts.append(f'<text x="{left - 4}" y="{y(v):.1f}" text-anchor="end" font-size="10">{escape(_fmt(v))}</text>')
-    blocks = data.get("blocks", [])
+    blocks = data.blocks
     for k, b in enumerate(blocks[:MAX_BLOCKS]):
-        x0 = left + b["start"] * sx
-        x1 = left + (b["end"] + 1) * sx
-        y1, y0 = y(b["offset"]), y(b["offset"] + b["size"])
-        tip = f'{b["name"]} {b.get("shape", "")}: {_fmt(b["size"])} at offset {b["offset"]}, live {b["start"]}-{b["end"]}'
+        x0 = left + b.start * sx
+        x1 = left + (b.end + 1) * sx
+        y1, y0 = y(b.offset), y(b.offset + b.size)
+        tip = f'{b.name} {b.shape}: {_fmt(b.size)} at offset {b.offset}, live {b.start}-{b.end}'
         parts.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{max(x1 - x0, 1):.1f}" height="{max(y1 - y0, 0.5):.1f}" '
                      f'fill="{_COLOURS[k % len(_COLOURS)]}" fill-opacity="0.75" stroke="#222" stroke-width="0.3">'
                      f'<title>{escape(tip)}</title></rect>')
@@ -60,18 +62,18 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
         pts = " ".join(f"{left + (t + 0.5) * sx:.1f},{y(v):.1f}" for t, v in enumerate(live))
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="4 2">'
                      f'<title>bytes live</title></polyline>')
-    at = int(data.get("peak_at", 0))
+    at = data.peak_at
     px = left + (at + 0.5) * sx
     parts.append(f'<line x1="{left}" y1="{y(peak):.1f}" x2="{left + pw}" y2="{y(peak):.1f}" stroke="#d00" '
                  f'stroke-dasharray="2 2"/><circle cx="{px:.1f}" cy="{y(peak):.1f}" r="4" fill="#d00">'
                  f'<title>peak {escape(_fmt(peak))} at {at}</title></circle>'
                  f'<text x="{left + pw}" y="{max(y(peak) - 4, 10):.1f}" text-anchor="end" font-size="11" fill="#d00">'
-                 f'peak {escape(_fmt(peak))} at step {at} ({escape(str(data.get("peak_instruction", "")))})</text>')
+                 f'peak {escape(_fmt(peak))} at step {at} ({escape(data.peak_instruction)})</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle" font-size="11">program order '
                  f'(0-{steps})</text></svg>')
-    stats = data.get("xla_memory_stats", {})
-    rows = "".join(f"<tr><td><code>{escape(v['name'])}</code></td><td>{escape(_fmt(v['size']))}</td>"
-                   f"<td>{int(v['offset'])}</td></tr>" for v in data.get("live_at_peak", []))
+    stats = data.xla_memory_stats
+    rows = "".join(f"<tr><td><code>{escape(v.name)}</code></td><td>{escape(_fmt(v.size))}</td>"
+                   f"<td>{v.offset}</td></tr>" for v in data.live_at_peak)
     summary = (f'<p class="memory-summary">peak of the temp buffer: <b>{escape(_fmt(peak))}</b> ({peak} bytes); '
                f'XLA reports temp_size_in_bytes = {escape(str(stats.get("temp_size_in_bytes", "?")))}, '
                f'arguments {escape(str(stats.get("argument_size_in_bytes", "?")))}, outputs '

@@ -1,4 +1,5 @@
-"""Sharding data (format "mesh", written by the XLA pipeline) -> HTML with SVG pictures.
+"""Sharding data (format "mesh": compiler.formats.Mesh, written by the XLA pipeline) -> HTML with
+SVG pictures.
 
 For each parameter and result: the array cut into tiles as XLA's partitioner cuts it, each
 tile labelled with the devices that hold it (several when the sharding replicates over part of
@@ -8,9 +9,10 @@ inserted and the sharding of every instruction after propagation.
 """
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
+
+from compiler import formats
 
 _PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
             "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f")
@@ -26,34 +28,34 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def array_svg(array: dict[str, Any], width: int = 360, height: int = 200) -> str:
+def array_svg(array: formats.ShardedArray, width: int = 360, height: int = 200) -> str:
     """One array's tiles: rows = tiles of the leading dimensions, columns = tiles of the last."""
-    tiles = array.get("tiles") or []
-    dims = array.get("dims") or []
+    tiles = array.tiles
+    dims = array.dims
     if not tiles:
-        return f'<p class="mesh-note">{escape(array.get("type", ""))}: no tiles to draw</p>'
+        return f'<p class="mesh-note">{escape(array.type)}: no tiles to draw</p>'
     if len(tiles) > MAX_TILES_DRAWN:
         return f'<p class="mesh-note">{len(tiles)} tiles: too many to draw; see the sharding text</p>'
     rank = len(dims)
     last = rank - 1
 
-    def row_key(t: dict[str, Any]) -> tuple:
-        return tuple(t["index"][:last]) if rank > 1 else ()
+    def row_key(t: formats.Tile) -> tuple:
+        return tuple(t.index[:last]) if rank > 1 else ()
 
     rows = sorted({row_key(t) for t in tiles})
-    cols = sorted({t["index"][last] for t in tiles}) if rank else [0]
+    cols = sorted({t.index[last] for t in tiles}) if rank else [0]
     row_of = {r: i for i, r in enumerate(rows)}
     col_of = {c: i for i, c in enumerate(cols)}
     cw, rh = width / max(len(cols), 1), height / max(len(rows), 1)
     parts = [f'<svg class="mesh-array" xmlns="http://www.w3.org/2000/svg" width="{width + 2}" '
              f'height="{height + 2}" viewBox="-1 -1 {width + 2} {height + 2}" role="img">']
-    for t in tiles:
+    for k, t in enumerate(tiles):
         r = row_of[row_key(t)]
-        c = col_of[t["index"][last]] if rank else 0
-        devs = t["devices"]
-        colour = _PALETTE[tiles.index(t) % len(_PALETTE)]
+        c = col_of[t.index[last]] if rank else 0
+        devs = t.devices
+        colour = _PALETTE[k % len(_PALETTE)]
         x, y = c * cw, r * rh
-        ranges = " x ".join(f"{a}:{b}" for a, b in t["ranges"])
+        ranges = " x ".join(f"{a}:{b}" for a, b in t.ranges)
         label = ",".join(map(str, devs)) if len(devs) <= 8 else f"{len(devs)} devices"
         parts.append(f'<g><title>{escape("devices " + ",".join(map(str, devs)) + "  holds [" + ranges + "]")}</title>'
                      f'<rect x="{x:.1f}" y="{y:.1f}" width="{cw:.1f}" height="{rh:.1f}" fill="{colour}" '
@@ -64,16 +66,16 @@ def array_svg(array: dict[str, Any], width: int = 360, height: int = 200) -> str
     return "".join(parts)
 
 
-def device_svg(array: dict[str, Any], devices: int, cell: int = 46) -> str:
+def device_svg(array: formats.ShardedArray, devices: int, cell: int = 46) -> str:
     """The device mesh (the tile assignment's shape, size-1 dimensions dropped): each device
     coloured like the tile it holds and labelled with that tile's index ranges."""
-    tiles = array.get("tiles") or []
+    tiles = array.tiles
     tile_of = {}
     for k, t in enumerate(tiles):
-        for d in t["devices"]:
+        for d in t.devices:
             tile_of[d] = k
-    order = array.get("tile_devices") or list(range(devices))
-    dims = [d for d in (array.get("tile_dims") or [len(order)]) if d != 1] or [1]
+    order = array.tile_devices or list(range(devices))
+    dims = [d for d in (array.tile_dims or [len(order)]) if d != 1] or [1]
     cols = dims[-1]
     rows = max(len(order) // max(cols, 1), 1)
     if len(order) > MAX_TILES_DRAWN:
@@ -85,7 +87,7 @@ def device_svg(array: dict[str, Any], devices: int, cell: int = 46) -> str:
         r, c = divmod(i, cols)
         k = tile_of.get(d)
         colour = _PALETTE[k % len(_PALETTE)] if k is not None else "#ffffff"
-        ranges = " x ".join(f"{a}:{b}" for a, b in tiles[k]["ranges"]) if k is not None else "nothing"
+        ranges = " x ".join(f"{a}:{b}" for a, b in tiles[k].ranges) if k is not None else "nothing"
         parts.append(f'<g><title>{escape(f"device {d} holds [{ranges}]")}</title>'
                      f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="{colour}" '
                      f'stroke="#333"/><text x="{c * cell + cell / 2}" y="{r * cell + cell / 2}" text-anchor="middle" '
@@ -102,40 +104,40 @@ def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
 
 def render(text: str, meta: dict[str, Any]) -> str:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data: formats.Mesh = formats.get("mesh").decode(text)
+    except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
-    out = [f'<div class="mesh-view"><p class="mesh-summary">{int(data.get("devices", 0))} devices, '
-           f'{escape(str(data.get("partitioner", "")))} partitioner; shardings as of '
-           f'<code>{escape(str(data.get("from_stage", "")))}</code></p>']
-    for array in data.get("arrays", []):
-        subgroups = array.get("subgroups") or []
+    out = [f'<div class="mesh-view"><p class="mesh-summary">{data.devices} devices, '
+           f'{escape(data.partitioner)} partitioner; shardings as of '
+           f'<code>{escape(data.from_stage)}</code></p>']
+    for array in data.arrays:
+        subgroups = array.subgroups
         note = f" (replicated over the last tile dimension: {', '.join(subgroups)})" if subgroups else ""
-        out.append(f'<figure class="mesh-figure"><figcaption><b>{escape(array.get("role", ""))}</b> '
-                   f'<code>{escape(array.get("name", ""))}</code> {escape(array.get("shape", ""))} '
-                   f'<code>{escape(array.get("sharding", ""))}</code>{escape(note)}</figcaption>'
+        out.append(f'<figure class="mesh-figure"><figcaption><b>{escape(array.role)}</b> '
+                   f'<code>{escape(array.name)}</code> {escape(array.shape)} '
+                   f'<code>{escape(array.sharding)}</code>{escape(note)}</figcaption>'
                    f'<div class="mesh-pair">{array_svg(array)}'
-                   f'{device_svg(array, int(data.get("devices", 0)))}</div></figure>')
-    colls = data.get("collectives", [])
+                   f'{device_svg(array, data.devices)}</div></figure>')
+    colls = data.collectives
     if colls:
         rows = []
         for c in colls:
-            groups = c.get("groups", [])
+            groups = c.groups
             shown = " ".join("{" + ",".join(map(str, g)) + "}" for g in groups[:16])
             if len(groups) > 16:
                 shown += f" ... ({len(groups)} groups)"
-            rows.append([escape(c["name"]), escape(c["opcode"]), escape(c.get("shape", "")), escape(shown),
-                         str(c.get("group_size", "")), escape(_fmt_bytes(c.get("operand_bytes", 0))),
-                         escape(_fmt_bytes(c.get("result_bytes", 0))), escape(_fmt_bytes(c.get("moved_bytes", 0)))])
+            rows.append([escape(c.name), escape(c.opcode), escape(c.shape), escape(shown),
+                         str(c.group_size), escape(_fmt_bytes(c.operand_bytes)),
+                         escape(_fmt_bytes(c.result_bytes)), escape(_fmt_bytes(c.moved_bytes))])
         out.append("<h4>Collectives the partitioner inserted</h4>")
         out.append(_table(["instruction", "op", "shape (per device)", "replica groups", "group size", "operand",
                            "result", "sent per device (ring model)"], rows, "mesh-collectives"))
     else:
         out.append('<p class="mesh-note">The partitioned module has no collectives.</p>')
-    instrs = data.get("instructions", [])
+    instrs = data.instructions
     if instrs:
-        rows = [[escape(i["computation"]), escape(i["name"]), escape(i["opcode"]), escape(i["shape"]),
-                 f'<code>{escape(i["sharding"])}</code>'] for i in instrs[:MAX_TABLE_ROWS]]
+        rows = [[escape(i.computation), escape(i.name), escape(i.opcode), escape(i.shape),
+                 f'<code>{escape(i.sharding)}</code>'] for i in instrs[:MAX_TABLE_ROWS]]
         out.append("<h4>Sharding of every instruction after propagation</h4>")
         out.append(_table(["computation", "instruction", "op", "shape", "sharding"], rows, "mesh-instructions"))
         if len(instrs) > MAX_TABLE_ROWS:

@@ -1,10 +1,11 @@
-"""A torch.profiler capture (format "profile": {"table", "events", "where"}) -> a table of ops
-and kernels by self time and a timeline SVG, one row per op name, one box per call."""
+"""A torch.profiler capture (format "profile": compiler.formats.Profile) -> a table of ops and
+kernels by self time and a timeline SVG, one row per op name, one box per call."""
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
+
+from compiler import formats
 
 MAX_ROWS = 24
 _PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
@@ -12,30 +13,30 @@ _PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#
 
 def render(text: str, meta: dict[str, Any]) -> str:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data: formats.Profile = formats.get("profile").decode(text)
+    except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
-    rows = data.get("table", [])
-    device = any(r.get("self_device_us") for r in rows)
+    rows = data.table
+    device = any(r.self_device_us for r in rows)
     head = ("<tr><th>op or kernel</th><th>calls</th><th>self CPU µs</th><th>total CPU µs</th>"
             + ("<th>self GPU µs</th>" if device else "") + "</tr>")
-    body = "".join(f"<tr><td><code>{escape(r['name'])}</code></td><td class='num'>{r['calls']}</td>"
-                   f"<td class='num'>{r['self_us']:.1f}</td><td class='num'>{r['total_us']:.1f}</td>"
-                   + (f"<td class='num'>{r.get('self_device_us', 0):.1f}</td>" if device else "") + "</tr>"
+    body = "".join(f"<tr><td><code>{escape(r.name)}</code></td><td class='num'>{r.calls}</td>"
+                   f"<td class='num'>{r.self_us:.1f}</td><td class='num'>{r.total_us:.1f}</td>"
+                   + (f"<td class='num'>{r.self_device_us:.1f}</td>" if device else "") + "</tr>"
                    for r in rows)
-    note = f"<p class='note'>{escape(str(data.get('where', '')))}; one call, under torch.profiler</p>"
-    return note + _timeline(data.get("events", [])) + f'<table class="data">{head}{body}</table>'
+    note = f"<p class='note'>{escape(data.where)}; one call, under torch.profiler</p>"
+    return note + _timeline(data.events) + f'<table class="data">{head}{body}</table>'
 
 
-def _timeline(events: list[dict[str, Any]]) -> str:
+def _timeline(events: list[formats.ProfileEvent]) -> str:
     if not events:
         return ""
     names: list[str] = []
-    for e in sorted(events, key=lambda e: -e["dur_us"]):
-        if e["name"] not in names:
-            names.append(e["name"])
+    for e in sorted(events, key=lambda e: -e.dur_us):
+        if e.name not in names:
+            names.append(e.name)
     names = names[:MAX_ROWS]
-    end = max(e["start_us"] + e["dur_us"] for e in events) or 1.0
+    end = max(e.start_us + e.dur_us for e in events) or 1.0
     label_w, chart_w, row_h = 260, 760, 18
     height = row_h * len(names) + 30
     parts = [f'<svg class="profile-timeline" width="{label_w + chart_w + 20}" height="{height}" role="img">'
@@ -44,14 +45,14 @@ def _timeline(events: list[dict[str, Any]]) -> str:
         y = 4 + i * row_h
         parts.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="11">{escape(name[:40])}</text>')
     for e in events:
-        if e["name"] not in names:
+        if e.name not in names:
             continue
-        i = names.index(e["name"])
-        x = label_w + chart_w * e["start_us"] / end
-        w = max(1.0, chart_w * e["dur_us"] / end)
+        i = names.index(e.name)
+        x = label_w + chart_w * e.start_us / end
+        w = max(1.0, chart_w * e.dur_us / end)
         parts.append(f'<rect x="{x:.1f}" y="{4 + i * row_h + 2}" width="{w:.1f}" height="{row_h - 4}" '
-                     f'fill="{_PALETTE[i % len(_PALETTE)]}"><title>{escape(e["name"])}: {e["dur_us"]:.1f} µs at '
-                     f'{e["start_us"]:.1f} µs</title></rect>')
+                     f'fill="{_PALETTE[i % len(_PALETTE)]}"><title>{escape(e.name)}: {e.dur_us:.1f} µs at '
+                     f'{e.start_us:.1f} µs</title></rect>')
     parts.append(f'<text x="{label_w}" y="{height - 6}" font-size="11">0 µs</text>'
                  f'<text x="{label_w + chart_w}" y="{height - 6}" font-size="11" text-anchor="end">{end:.0f} µs</text>')
     return "".join(parts) + "</svg>"

@@ -1,4 +1,4 @@
-"""A schedule (format "timeline", written by the XLA pipeline) -> SVG.
+"""A schedule (format "timeline": compiler.formats.Schedule, written by the XLA pipeline) -> SVG.
 
 One row per computation, one box per instruction in scheduled order. Box width is one program
 step; colour says what kind of work it is (collective, fusion/kernel, data movement, other);
@@ -6,9 +6,10 @@ hovering shows the instruction with XLA's cost estimate where the pipeline has o
 """
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
+
+from compiler import formats
 
 MAX_BOXES = 4000
 _KINDS = (
@@ -33,12 +34,12 @@ def kind_of(opcode: str) -> tuple[str, str]:
 
 def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -> str:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data: formats.Schedule = formats.get("timeline").decode(text)
+    except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
-    comps = data.get("computations", [])
+    comps = data.computations
     label_w = 180
-    longest = max((len(c["instructions"]) for c in comps), default=0)
+    longest = max((len(c.instructions) for c in comps), default=0)
     step_w = max(4, min(step_w, 1600 // max(longest, 1)))
     width = label_w + longest * step_w + 20
     height = row_h * len(comps) + 40
@@ -47,19 +48,19 @@ def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -
     drawn = 0
     for r, comp in enumerate(comps):
         y = 10 + r * row_h
-        name = comp["computation"] + (" (ENTRY)" if comp.get("entry") else "")
+        name = comp.computation + (" (ENTRY)" if comp.entry else "")
         parts.append(f'<text x="{label_w - 6}" y="{y + row_h / 2:.1f}" text-anchor="end" dominant-baseline="middle" '
                      f'font-size="11">{escape(name[:30])}</text>')
-        for i, ins in enumerate(comp["instructions"]):
+        for i, ins in enumerate(comp.instructions):
             if drawn >= MAX_BOXES:
                 break
             drawn += 1
-            kind, colour = kind_of(ins["opcode"])
-            tip = f'{i}: {ins["name"]} ({ins["opcode"]}, {kind})'
-            if "flops" in ins:
-                tip += f', {ins["flops"]:,.0f} flops, {ins.get("bytes_accessed", 0):,.0f} bytes accessed'
+            kind, colour = kind_of(ins.opcode)
+            tip = f'{i}: {ins.name} ({ins.opcode}, {kind})'
+            if ins.flops is not None:
+                tip += f', {ins.flops:,.0f} flops, {ins.bytes_accessed or 0:,.0f} bytes accessed'
             parts.append(f'<rect x="{label_w + i * step_w}" y="{y + 3}" width="{step_w - 1}" height="{row_h - 6}" '
-                         f'fill="{colour}" data-line="{int(ins.get("line", 0))}"><title>{escape(tip)}</title></rect>')
+                         f'fill="{colour}" data-line="{ins.line}"><title>{escape(tip)}</title></rect>')
     legend_y = height - 14
     x = label_w
     for name, colour, _ in _KINDS + (("other", "#59a14f", ()),):
@@ -67,7 +68,7 @@ def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -
                      f'<text x="{x + 14}" y="{legend_y}" font-size="10">{escape(name)}</text>')
         x += 90
     parts.append("</svg>")
-    total = sum(len(c["instructions"]) for c in comps)
+    total = sum(len(c.instructions) for c in comps)
     note = f'<p class="truncated">drew {MAX_BOXES} of {total} instructions</p>' if total > MAX_BOXES else ""
-    scheduled = "" if data.get("scheduled", True) else '<p class="mesh-note">the module is not scheduled: printed order</p>'
+    scheduled = "" if data.scheduled else '<p class="mesh-note">the module is not scheduled: printed order</p>'
     return f'<div class="timeline-view">{scheduled}{"".join(parts)}{note}</div>'

@@ -9,7 +9,6 @@ triton language's kernels (compiler/triton/). Nothing runs; no timing is produce
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 from typing import Any
@@ -110,7 +109,7 @@ def run_virtual_gpu(model: Any, example_inputs: Any, target: str, ctx: JobContex
             group="Kernels")
     if failures:
         bundle.add("triton.failures", "Kernels that did not compile", "Kernels", "json",
-                   json.dumps(failures, indent=2), meta={"target": gpu.name})
+                   failures, meta={"target": gpu.name})
     del torch
 
 

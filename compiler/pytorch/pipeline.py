@@ -11,15 +11,12 @@ import os
 import time
 from typing import Any
 
-from compiler.pytorch import fx_graph_dot
+from compiler import graph_drawing
+from compiler.model import Request
+from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
+from compiler.pytorch import artifact_logs, export, fx_graph_dot, measure, toolchain_cache
 from compiler.pytorch import source_map as torch_source_map
 from compiler.pytorch import trace as torch_trace
-from compiler.model import Request
-from compiler.pytorch import artifact_logs as torch_artifact_logs
-from compiler.pytorch import export as torch_export
-from compiler.pytorch import measure as torch_measure
-from compiler.pytorch import toolchain_cache as torch_toolchain_cache
-from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
 from compiler.user_code import CappedText, captured_stdout, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
@@ -87,7 +84,7 @@ class PyTorchPipeline(Pipeline):
     editor_mode = "python"
     example = EXAMPLE
     toolchain_packages = ("torch", "triton")
-    warmup_source = torch_toolchain_cache.WARMUP_SOURCE
+    warmup_source = toolchain_cache.WARMUP_SOURCE
     prewarm_modules = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
@@ -128,7 +125,7 @@ class PyTorchPipeline(Pipeline):
                    source_map=[[n, n] for n in range(1, request.source.count("\n") + 2)])
         path = write_user_file(request.source, USER_FILE, ctx.workdir)
         cache_dir = _inductor_cache_dir(ctx.workdir)
-        probes = torch_toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
+        probes = toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -137,7 +134,7 @@ class PyTorchPipeline(Pipeline):
         # Provenance tracking links each kernel to the user's lines; it only adds
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1
-        logs = torch_artifact_logs.install(torch)
+        logs = artifact_logs.install(torch)
         inductor_config.cpp_wrapper = options["cpp_wrapper"]
         for key, value in options["inductor_config"].items():
             _set_config(inductor_config, key, value)
@@ -166,12 +163,12 @@ class PyTorchPipeline(Pipeline):
         try:
             with captured_stdout(sink):
                 if options["export"]:
-                    compiled = torch_export.export_and_package(model, inputs, os.path.dirname(path), bundle,
-                                                               (path, USER_FILE), torch)
+                    compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
+                                                         (path, USER_FILE), torch)
                 outputs = compiled(*inputs)
                 if options["training"]:
                     bundle.progress("running backward (compiles the backward graph)")
-                    torch_measure.loss_of(outputs, torch).backward()
+                    measure.loss_of(outputs, torch).backward()
         except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -181,7 +178,7 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("reading the structured trace")
         entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
         _write_trace_stages(bundle, entries, (path, USER_FILE))
-        _write_log_stages(bundle, torch_artifact_logs.texts(logs), torch_trace.compile_ids(entries),
+        _write_log_stages(bundle, artifact_logs.texts(logs), torch_trace.compile_ids(entries),
                           (path, USER_FILE))
         timings = _compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
@@ -191,12 +188,12 @@ class PyTorchPipeline(Pipeline):
         if error is not None:
             raise error
         if ctx.export_toolchain_cache:  # the trusted warm-up job only
-            torch_toolchain_cache.export_probes(cache_dir, ctx.export_toolchain_cache)
+            toolchain_cache.export_probes(cache_dir, ctx.export_toolchain_cache)
             return
         bundle.progress("timing eager and compiled calls")
-        run = torch_measure.measure(model, compiled, inputs, options["training"], torch)
+        run = measure.measure(model, compiled, inputs, options["training"], torch)
         kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
-        bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", json.dumps(kernels))
+        bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", kernels)
         bundle.timing("run", run)
 
     def _virtual_gpu(self, request: Request, ctx: JobContext, model: Any, inputs: tuple, printed: str) -> None:
@@ -303,8 +300,8 @@ def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], u
                     bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs,
                                meta=meta)
                     if kind == "dynamo_output_graph":
-                        bundle.add(f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
-                                   f"FX graph drawing [{cid}]", group, "dot", fx_graph_dot.to_dot(entry.payload))
+                        graph_drawing.add_graph(bundle, f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
+                                                f"FX graph drawing [{cid}]", group, fx_graph_dot.to_dot(entry.payload))
         kernels: dict[str, set[int]] = {}
         for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_kernel_stack_traces"):
             try:

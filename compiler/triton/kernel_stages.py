@@ -4,7 +4,6 @@ capture.py). A library: the triton pipeline and the PyTorch GPU path both write 
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any, Callable
@@ -153,7 +152,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
         metadata["registers"] = metadata["amdgcn_usage"].get("vgpr_count")
     metadata.update({k: v for k, v in (extra_meta or {}).items() if k not in metadata})
     bundle.add(f"triton.metadata:{qualifier}", f"Metadata {qualifier}", group, "json",
-               json.dumps(metadata, indent=2, default=str), meta=base_meta)
+               metadata, meta=base_meta)
 
 
 def _target_name(target: Any) -> str:

@@ -15,7 +15,6 @@ argument specialisations, autotune configs) gets `:<kernel>.<n>`, n counting com
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from typing import Any
@@ -196,7 +195,7 @@ class TritonPipeline(Pipeline):
             entry = launch.__dict__.copy()
             entry["stage_qualifier"] = by_hash.get(launch.compile_hash)
             launches.append(entry)
-        bundle.add("triton.launches", "Launches", "Run", "json", json.dumps(launches, indent=2, default=str),
+        bundle.add("triton.launches", "Launches", "Run", "json", launches,
                    source_map=[], meta={"count": len(launches), **target_info,
                                         "autotune": "on a virtual target every @triton.autotune config is "
                                                     "compiled (one stage set each) and the first is launched; "

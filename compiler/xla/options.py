@@ -3,8 +3,11 @@ jaxlib's shared library - the same descriptor PjRt consults when it applies comp
 overrides (CompileOptions::ApplyOption) - so option names are checked against the real XLA
 without importing jax.
 
-The descriptor is a serialized `FileDescriptorProto` for `xla/xla.proto`; protobuf's wire format
-is decoded by hand here (the venv has no protobuf package).
+The descriptor is a serialized `FileDescriptorProto` for `xla/xla.proto`, decoded with protobuf's
+own `descriptor_pb2` classes. Only its end has to be found here: the library stores the
+descriptors of many files one after another, and protoc writes a FileDescriptorProto's fields in
+ascending field-number order, so the first top-level field that is not (or that goes back) is
+where the next one begins.
 """
 from __future__ import annotations
 
@@ -15,105 +18,68 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-# FieldDescriptorProto.Type values
-_TYPE_NAMES = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 8: "bool", 9: "string",
-               11: "message", 12: "bytes", 13: "uint32", 14: "enum", 17: "sint32", 18: "sint64"}
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
+
+_FIELD = descriptor_pb2.FieldDescriptorProto
 
 
 @dataclass(frozen=True)
 class DebugOptionField:
     name: str
     number: int
-    type: str            # one of _TYPE_NAMES' values
+    type: str            # the protobuf type, lower case: bool, int32, string, enum, message, ...
     repeated: bool
     enum_values: tuple[str, ...] = ()
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
     shift = result = 0
-    while True:
-        if i >= len(buf):
-            raise ValueError("truncated varint")
+    while i < len(buf) and shift < 64:
         b = buf[i]
         i += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return result, i
         shift += 7
-        if shift > 70:
-            raise ValueError("bad varint")
+    raise ValueError("not a varint")
 
 
-def _fields(buf: bytes, start: int = 0, end: int | None = None, stop_on_error: bool = False):
-    """(field number, wire type, value) triples of one message; length-delimited values are bytes."""
-    i, end = start, len(buf) if end is None else end
-    while i < end:
+def descriptor_length(blob: bytes) -> int:
+    """Bytes of `blob` that belong to the FileDescriptorProto it starts with (see the docstring)."""
+    numbers = {f.number for f in descriptor_pb2.FileDescriptorProto.DESCRIPTOR.fields}
+    i, last = 0, 0
+    while i < len(blob):
         try:
-            key, i2 = _varint(buf, i)
+            key, j = _varint(blob, i)
             number, wire = key >> 3, key & 7
-            if number == 0:
-                raise ValueError("field 0")
-            if wire == 0:
-                value, i2 = _varint(buf, i2)
-            elif wire == 2:
-                length, i2 = _varint(buf, i2)
-                if i2 + length > end:
-                    raise ValueError("truncated field")
-                value, i2 = buf[i2:i2 + length], i2 + length
-            elif wire == 1:
-                value, i2 = buf[i2:i2 + 8], i2 + 8
-            elif wire == 5:
-                value, i2 = buf[i2:i2 + 4], i2 + 4
-            else:
-                raise ValueError(f"wire type {wire}")
+            if number not in numbers or number < last or wire not in (0, 2):
+                break
+            value, j = _varint(blob, j)
+            j += value if wire == 2 else 0
         except ValueError:
-            if stop_on_error:
-                return
-            raise
-        yield number, wire, value
-        i = i2
+            break
+        if j > len(blob):
+            break
+        i, last = j, number
+    return i
 
 
 def debug_option_fields_from_descriptor(blob: bytes, message: str = "DebugOptions") -> dict[str, DebugOptionField]:
-    """Fields of `message` in a serialized FileDescriptorProto (possibly followed by unrelated
-    bytes: decoding stops at the first field that is not part of a FileDescriptorProto)."""
-    for number, wire, value in _fields(blob, stop_on_error=True):
-        if number > 14:
-            break
-        if number != 4 or wire != 2:  # message_type
+    """Fields of `message` in a serialized FileDescriptorProto (possibly followed by unrelated bytes)."""
+    try:
+        proto = descriptor_pb2.FileDescriptorProto.FromString(blob[:descriptor_length(blob)])
+    except DecodeError:
+        return {}
+    for msg in proto.message_type:
+        if msg.name != message:
             continue
-        name, fields, enums = "", [], {}
-        for n, w, v in _fields(value):
-            if n == 1:
-                name = v.decode()
-            elif n == 2:
-                fields.append(v)
-            elif n == 4:  # nested enum_type
-                ename, evalues = "", []
-                for en, _, ev in _fields(v):
-                    if en == 1:
-                        ename = ev.decode()
-                    elif en == 2:
-                        evalues += [x.decode() for vn, _, x in _fields(ev) if vn == 1]
-                enums[ename] = tuple(evalues)
-        if name != message:
-            continue
+        enums = {e.name: tuple(v.name for v in e.value) for e in msg.enum_type}
         out = {}
-        for f in fields:
-            fname, fnum, label, ftype, type_name = "", 0, 1, 0, ""
-            for n, w, v in _fields(f):
-                if n == 1:
-                    fname = v.decode()
-                elif n == 3:
-                    fnum = v
-                elif n == 4:
-                    label = v
-                elif n == 5:
-                    ftype = v
-                elif n == 6:
-                    type_name = v.decode()
-            out[fname] = DebugOptionField(fname, fnum, _TYPE_NAMES.get(ftype, str(ftype)), label == 3,
-                                          enums.get(type_name.rsplit(".", 1)[-1], ()))
+        for f in msg.field:
+            kind = _FIELD.Type.Name(f.type).removeprefix("TYPE_").lower()
+            out[f.name] = DebugOptionField(f.name, f.number, kind, f.label == _FIELD.LABEL_REPEATED,
+                                           enums.get(f.type_name.rsplit(".", 1)[-1], ()))
         return out
     return {}
 

@@ -21,6 +21,7 @@ import tempfile
 import time
 from typing import Any
 
+from compiler import graph_drawing
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
 from compiler.xla import dump_index, hlo_text, memory, sharding, source_map, traces
@@ -247,14 +248,15 @@ class XlaPipeline(Pipeline):
                 if c:
                     ins.update({k: c[k] for k in ("flops", "bytes_accessed", "transcendentals") if k in c})
         bundle.add("xla.schedule", "Schedule", "XLA", "timeline",
-                   json.dumps({"computations": [c for c in sched if c["instructions"]], "scheduled": opt_module.is_scheduled,
-                               "module": opt_module.name}),
+                   {"computations": [c for c in sched if c["instructions"]], "scheduled": opt_module.is_scheduled,
+                    "module": opt_module.name},
                    meta={"note": "instruction order of each computation in the scheduled module"})
         self._memory_stages(bundle, index, dump_dir, result)
         self._cost_stage(bundle, result)
         self._code_stages(bundle, index, dump_dir)
-        bundle.add("xla.graph", "HLO graph", "XLA", "dot", result["dot"],
-                   meta={"note": "jaxlib._hlo.hlo_module_to_dot_graph of the optimized module's entry computation"})
+        graph_drawing.add_graph(bundle, "xla.graph", "HLO graph", "XLA", result["dot"],
+                                meta={"note": "jaxlib._hlo.hlo_module_to_dot_graph of the optimized module's entry "
+                                              "computation, laid out by Graphviz"})
 
         compile_timing: dict[str, Any] = {"total_ms": result["compile_ms"], "child_process_ms": result["child_ms"],
                                           "passes": passes,
@@ -390,7 +392,7 @@ class XlaPipeline(Pipeline):
                   if propagated else "xla.pass:before_optimizations")
         data = {"devices": devices, "partitioner": "shardy" if result.get("shardy") else "gspmd",
                 "arrays": arrays, "instructions": table, "collectives": found, "from_stage": source}
-        bundle.add("xla.sharding", "Sharding", "SPMD", "mesh", json.dumps(data),
+        bundle.add("xla.sharding", "Sharding", "SPMD", "mesh", data,
                    meta={"note": f"shardings after propagation ({source}); collectives of the partitioned module"})
         if spmd_text:
             bundle.add("xla.spmd", "Partitioned HLO", "SPMD", "hlo", spmd_text, source_map=hlo_map(spmd_text),
@@ -418,7 +420,7 @@ class XlaPipeline(Pipeline):
         timeline = memory.memory_timeline(memory.parse_buffer_assignment(ba_text),
                                           memory.parse_live_range(_read(os.path.join(dump_dir, index.live_range))))
         timeline["xla_memory_stats"] = stats
-        bundle.add("xla.memory", "Memory over program order", "Memory", "memory", json.dumps(timeline),
+        bundle.add("xla.memory", "Memory over program order", "Memory", "memory", timeline,
                    meta={"peak_bytes": timeline["peak_bytes"], "temp_size_in_bytes": stats.get("temp_size_in_bytes")})
 
     def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:

@@ -1,0 +1,322 @@
+"""Every stage format a pipeline may write, with its schema.
+
+A stage's `format` names one entry of FORMATS. Pipelines write through it (`Bundle.add` encodes
+and validates the value) and viewers read through it (`decode`), so what crosses from a job to
+the page has one definition:
+
+- code formats (`python`, `mlir`, `ptx`, ...): text, shown highlighted with the named lexer;
+- JSON formats with a schema (`mesh`, `memory`, `timeline`, `profile`): msgspec Structs that reject
+  unknown fields and wrong types on write and decode to typed records on read;
+- `json`: any JSON value, shown as code;
+- `svg`: a drawing made in the worker (DOT laid out by Graphviz), kept only after an allowlist
+  sanitizer dropped everything that could fetch, link or run something; the page sanitizes again
+  on read, since a job's files are hostile input to the web process.
+
+A test fails when a pipeline writes a format that is not declared here or that no viewer renders.
+This module imports nothing of irscope's: both the worker and the web process use it.
+"""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+
+class FormatError(ValueError):
+    """A stage value that does not fit its format."""
+
+
+class Record(msgspec.Struct, forbid_unknown_fields=True):
+    """Base of the JSON schemas: an unknown field or a wrong type is an error."""
+
+
+# --- profile: torch.profiler over one compiled call (written by the pytorch pipeline) -----------
+
+class ProfileRow(Record):
+    name: str
+    calls: int
+    self_us: float
+    total_us: float
+    self_device_us: float = 0.0
+
+
+class ProfileEvent(Record):
+    name: str
+    start_us: float
+    dur_us: float
+    thread: int = 0
+
+
+class Profile(Record):
+    table: list[ProfileRow]
+    events: list[ProfileEvent]
+    where: str
+
+
+# --- timeline: the schedule of a scheduled HLO module (written by the XLA pipeline) -------------
+
+class ScheduledInstruction(Record, omit_defaults=True):
+    name: str
+    opcode: str
+    line: int
+    bytes: int
+    # XLA's cost analysis, for the entry computation's instructions it could isolate
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
+
+
+class ScheduledComputation(Record):
+    computation: str
+    entry: bool
+    instructions: list[ScheduledInstruction]
+
+
+class Schedule(Record):
+    computations: list[ScheduledComputation]
+    scheduled: bool
+    module: str = ""
+
+
+# --- mesh: shardings after propagation and the partitioner's collectives (XLA pipeline) ---------
+
+class Tile(Record):
+    index: list[int]
+    ranges: list[list[int]]  # [start, stop) per dimension
+    devices: list[int]
+
+
+class ShardedArray(Record):
+    role: str  # "parameter 0", "result"
+    name: str
+    shape: str
+    dims: list[int]
+    sharding: str
+    type: str  # replicated, maximal, manual, tiled, tuple, unknown, unreduced
+    tiles: list[Tile]
+    tile_dims: list[int] | None = None
+    subgroups: list[str] = []
+    tile_devices: list[int] | None = None
+
+
+class ShardedInstruction(Record):
+    name: str
+    opcode: str
+    shape: str
+    sharding: str
+    computation: str
+    line: int
+
+
+class Collective(Record):
+    name: str
+    opcode: str
+    computation: str
+    line: int
+    shape: str
+    groups: list[list[int]]
+    group_size: int
+    groups_text: str
+    dimensions: str
+    operand_bytes: int
+    result_bytes: int
+    moved_bytes: int
+
+
+class Mesh(Record):
+    devices: int
+    partitioner: str
+    arrays: list[ShardedArray]
+    instructions: list[ShardedInstruction]
+    collectives: list[Collective]
+    from_stage: str
+
+
+# --- memory: XLA's temp allocation over program order (XLA pipeline) ----------------------------
+
+class MemoryBlock(Record):
+    name: str
+    offset: int
+    size: int
+    start: int
+    end: int
+    shape: str
+    allocation: int
+
+
+class LiveValue(Record):
+    name: str
+    size: int
+    offset: int
+
+
+class OtherAllocation(Record):
+    allocation: int
+    kind: str
+    size: int
+    values: list[str]
+
+
+class MemoryTimeline(Record):
+    steps: int
+    sequence: list[str]
+    blocks: list[MemoryBlock]
+    live_bytes: list[int]
+    high_water: list[int]
+    peak_bytes: int
+    peak_at: int
+    peak_instruction: str
+    live_at_peak: list[LiveValue]
+    temp_allocation_bytes: int
+    other_allocations: list[OtherAllocation]
+    xla_memory_stats: dict[str, int] = {}
+
+
+# --- svg: drawings made in the worker -----------------------------------------------------------
+
+_SVG_NS = "http://www.w3.org/2000/svg"
+# What a Graphviz drawing uses; anything else (script, foreignObject, image, use, style, a, ...) goes.
+_SVG_ELEMENTS = {"svg", "g", "title", "desc", "path", "polygon", "polyline", "ellipse", "circle", "rect", "line",
+                 "text", "tspan", "defs", "linearGradient", "radialGradient", "stop"}
+_UNWRAPPED = {"a"}  # links: dropped, their contents kept
+_LOCAL_URL = re.compile(r"^\s*url\(\s*#[\w.\-]+\s*\)\s*$")
+ET.register_namespace("", _SVG_NS)  # serialise as plain <svg>, not <ns0:svg>
+
+
+def _local(name: str) -> str:
+    return name.rsplit("}", 1)[-1]
+
+
+def _safe_attribute(name: str, value: str) -> bool:
+    local = _local(name).lower()
+    if name.startswith("{") and not name.startswith("{" + _SVG_NS):
+        return False  # xlink:href, xml:base and every other namespaced attribute
+    if local.startswith("on") or local in ("href", "url", "target", "style", "src", "xmlns"):
+        return False
+    lowered = value.lower()
+    if "url(" in lowered and not _LOCAL_URL.match(value):
+        return False  # fill="url(#gradient)" stays; anything that names another resource goes
+    return "javascript:" not in lowered and "data:" not in lowered
+
+
+def _clean(element: ET.Element) -> list[ET.Element]:
+    """The element made safe (a list: an unwrapped link gives its children), or [] to drop it."""
+    tag = _local(element.tag) if isinstance(element.tag, str) else ""
+    if not element.tag or not isinstance(element.tag, str):
+        return []
+    if element.tag.startswith("{") and not element.tag.startswith("{" + _SVG_NS):
+        return []
+    children = [c for child in list(element) for c in _clean(child)]
+    if tag in _UNWRAPPED:
+        return children
+    if tag not in _SVG_ELEMENTS:
+        return []
+    for name in list(element.attrib):
+        if not _safe_attribute(name, element.attrib[name]):
+            del element.attrib[name]
+    for child in list(element):
+        element.remove(child)
+    element.extend(children)
+    return [element]
+
+
+def sanitize_svg(text: str) -> str:
+    """An SVG document reduced to an allowlist of drawing elements and attributes: no script,
+    no foreignObject, no link (`<a>` is unwrapped), no href/URL/target, no event handler, no style,
+    no reference to anything outside the drawing. Raises FormatError for text that is not SVG."""
+    if "<!ENTITY" in text:
+        raise FormatError("an SVG with entity declarations is refused")
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise FormatError(f"not an SVG document: {e}") from None
+    if _local(root.tag) != "svg":
+        raise FormatError(f"not an SVG document: the root element is <{_local(root.tag)}>")
+    return ET.tostring(_clean(root)[0], encoding="unicode")
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Format:
+    """One stage format: code (`lexer`), JSON (`schema`, or any JSON when `json_any`), or SVG."""
+
+    name: str
+    help: str
+    lexer: str | None = None  # pygments lexer name (or ours: viewers/lexers.py) for code formats
+    schema: type[Record] | None = None
+    json_any: bool = False
+    svg: bool = False
+
+    def encode(self, value: Any) -> str:
+        """The stored text of a stage value; FormatError when the value does not fit."""
+        if self.schema is not None:
+            try:
+                record = value if isinstance(value, self.schema) else msgspec.convert(
+                    json.loads(value) if isinstance(value, str) else value, self.schema)
+            except (msgspec.ValidationError, json.JSONDecodeError) as e:
+                raise FormatError(f"{self.name}: {e}") from None
+            return msgspec.json.encode(record).decode()
+        if self.json_any:
+            if isinstance(value, str):
+                try:
+                    json.loads(value)
+                except json.JSONDecodeError as e:
+                    raise FormatError(f"{self.name}: not JSON: {e}") from None
+                return value
+            return json.dumps(value, indent=2, default=str)
+        if not isinstance(value, str):
+            raise FormatError(f"{self.name} is a text format, not {type(value).__name__}")
+        if self.svg:
+            return sanitize_svg(value)
+        return value
+
+    def decode(self, text: str) -> Any:
+        """What a viewer reads: the typed record (JSON schemas), the sanitized SVG, else the text."""
+        if self.schema is not None:
+            try:
+                return msgspec.json.decode(text, type=self.schema)
+            except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                raise FormatError(f"{self.name}: {e}") from None
+        if self.svg:
+            return sanitize_svg(text)
+        return text
+
+
+def _code(name: str, lexer: str, help: str) -> Format:
+    return Format(name, help, lexer=lexer)
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    _code("text", "text", "Plain text: logs, tables, program output."),
+    _code("python", "python", "Python: FX graphs, Inductor's output code, Triton kernels."),
+    _code("cpp", "cpp", "C++: Inductor's CPU kernels, AOTInductor's wrapper."),
+    _code("mlir", "mlir", "MLIR: TTIR, TTGIR, StableHLO."),
+    _code("hlo", "hlo", "XLA HLO text."),
+    _code("llvm", "llvm", "LLVM IR."),
+    _code("ptx", "ptx", "NVIDIA PTX."),
+    _code("sass", "gas", "NVIDIA SASS, as nvdisasm lists it."),
+    _code("amdgcn", "gas", "AMDGCN assembly."),
+    _code("asm", "gas", "Host assembly (objdump -d)."),
+    _code("diff", "diff", "A unified diff (pass-by-pass changes)."),
+    _code("dot", "dot", "Graphviz DOT text, shown as code where it was not drawn."),
+    Format("json", "Any JSON value, shown as code (launches, kernel metadata).", lexer="json", json_any=True),
+    Format("svg", "A drawing made in the worker (Graphviz's layout of a DOT graph), sanitized.", svg=True),
+    Format("profile", "torch.profiler over one compiled call: ops by self time and a timeline.", schema=Profile),
+    Format("timeline", "The scheduled instruction order of each computation.", schema=Schedule),
+    Format("mesh", "Shardings after propagation, tiles per device, and the partitioner's collectives.",
+           schema=Mesh),
+    Format("memory", "XLA's temp allocation over program order: buffers, live bytes, peak.",
+           schema=MemoryTimeline),
+)}
+
+
+def get(name: str) -> Format:
+    """The format called `name`; an unknown name is a FormatError naming the known ones."""
+    if name not in FORMATS:
+        raise FormatError(f"unknown stage format {name!r}; known: {', '.join(FORMATS)}")
+    return FORMATS[name]
