@@ -2,6 +2,7 @@
 waits for a job to finish. Jobs run through the real runner and sandbox."""
 from __future__ import annotations
 
+import os
 import shutil
 import time
 
@@ -68,3 +69,26 @@ def stage_text(client, job_id: str, key: str) -> str:
 
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+@pytest.fixture(scope="session")
+def pytorch_toolchain_cache(tmp_path_factory) -> str:
+    """Inductor's CPU ISA probes, built once per session by the real warm-up job in the real sandbox
+    (compiler/runner.warm_toolchain), as a server builds them at start-up. Apps that should start
+    warm get a copy (seed_toolchain_cache); apps that should start cold simply do not."""
+    from app import limits_from, settings
+    from compiler import runner
+    from compiler.toolchain import toolchain
+    values = settings.load({"data_dir": str(tmp_path_factory.mktemp("toolchain-warmup"))}, environ={})
+    config = runner.RunnerConfig(data_dir=values["data_dir"], workers=1, limits=limits_from(values),
+                                 use_bwrap=shutil.which("bwrap") is not None)
+    versions = toolchain("pytorch")
+    assert runner.warm_toolchain(config, "pytorch", versions)
+    return runner.toolchain_cache_dir(config, "pytorch", versions)
+
+
+def seed_toolchain_cache(cache: str, data_dir: str) -> str:
+    """Copy a built toolchain cache into a data directory, where a runner looks for it."""
+    dest = os.path.join(data_dir, "toolchain", os.path.basename(cache))
+    shutil.copytree(cache, dest)
+    return dest

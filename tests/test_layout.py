@@ -185,3 +185,52 @@ def test_the_irscope_check_sees_reads(tmp_path):
                     "z = 'IRSCOPE_C' in os.environ\nw = {'IRSCOPE_D': '1'}\n")
     assert [(n.value, read) for n, _, read in _irscope_names(str(path))] == [
         ("IRSCOPE_A", True), ("IRSCOPE_B", True), ("IRSCOPE_C", True), ("IRSCOPE_D", False)]
+
+
+# --- adding a compiler ---------------------------------------------------------------------------
+
+TOY_PIPELINE = '''
+from compiler.pipeline import JobContext, Option, Pipeline
+
+
+class ToyPipeline(Pipeline):
+    key = "toy"
+    title = "Toy"
+    options = (Option("upper", "bool", False, "Shout."),)
+
+    def run(self, request, ctx: JobContext) -> None:
+        text = request.source.upper() if request.options["upper"] else request.source
+        ctx.bundle.add("toy.words", "Words", "Toy", "text", "\\n".join(text.split()), source_map=[[1, 1]])
+'''
+
+
+def test_a_new_compiler_is_one_package_and_one_registry_line(tmp_path, monkeypatch):
+    """A toy compiler: a package holding its pipeline, plus one register() line; the registry, the
+    job parser (option schema) and a job context then serve it like any other compiler."""
+    from compiler import registry
+    from compiler.jobs import Jobs, JobsConfig
+    from compiler.pipeline import Bundle, JobContext
+    (tmp_path / "toy_compiler").mkdir()
+    (tmp_path / "toy_compiler" / "__init__.py").write_text("")
+    (tmp_path / "toy_compiler" / "pipeline.py").write_text(TOY_PIPELINE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_TABLE", dict(registry._TABLE))
+    monkeypatch.setattr(registry, "_LOADED", dict(registry._LOADED))
+    registry.register("toy", "toy_compiler.pipeline:ToyPipeline")  # the one registry line
+    jobs = Jobs(store=None, runner=None, config=JobsConfig(languages=("toy",), max_source_bytes=1000))
+    request = jobs.parse({"language": "toy", "source": "hello small world", "options": {"upper": "true"}})
+    assert request.options == {"upper": True}
+    ctx = JobContext(workdir=str(tmp_path), bundle=Bundle(str(tmp_path / "out")))
+    registry.get("toy").run(request, ctx)
+    stage, = ctx.bundle.manifest.stages
+    assert (stage.key, stage.format) == ("toy.words", "text")
+    assert open(tmp_path / "out" / stage.file).read() == "HELLO\nSMALL\nWORLD"
+
+
+def test_the_fake_compiler_is_one_package_and_one_registry_line():
+    """compiler/fake/ is wired in by one line of compiler/registry.py and named by nothing else."""
+    registry_lines = [line for line in open(ALL["compiler.registry"]).read().split("\n") if "compiler.fake" in line]
+    assert registry_lines == ['register("fake", "compiler.fake.pipeline:FakePipeline")']
+    importers = [m for m, path in ALL.items() if not m.startswith("compiler.fake")
+                 and any(i.startswith("compiler.fake") for i in _imports(path, m))]
+    assert importers == []

@@ -1,12 +1,21 @@
-"""The PyTorch pipeline end to end: real torch.compile runs in the real sandbox, through the API."""
+"""The PyTorch pipeline end to end: real torch.compile runs in the real sandbox, through the API.
+
+Every model is compiled once: a module fixture submits all jobs at start-up to one app (two
+workers, Inductor's ISA probes already built by the session's warm-up job, a spare worker with
+torch imported), and each test asserts many things about the job it waits for. One more app
+starts cold, for the toolchain-cache comparison.
+"""
 from __future__ import annotations
 
-import pytest
-
-import dataclasses
 import json
+import os
+import time
+from urllib.parse import quote
 
-from tests.conftest import compile_and_wait, needs_bwrap, stage_text
+import pytest
+from torch.testing import FileCheck
+
+from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 
@@ -47,90 +56,6 @@ example_inputs = lambda: (torch.randn(6, 3),)
 '''
 
 
-def _json(client, job_id, key):
-    from urllib.parse import quote
-    return client.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}?format=json").get_json()
-
-
-def test_graph_break_model_all_core_stages(client):
-    job = compile_and_wait(client, "pytorch", GRAPH_BREAK_MODEL)
-    assert job["status"] == "done", job["error"]
-    keys = [s["key"] for s in job["stages"]]
-    for required in ("source", "run.stdout", "dynamo.fx_graph:0/0_1", "dynamo.fx_graph:1/0",
-                     "inductor.output_code:1/0", "dynamo.graph_breaks", "dynamo.guards:1/0", "aot.forward_graph:1/0",
-                     "inductor.post_grad_graph:1/0"):
-        assert required in keys, (required, keys)
-    # the program's print, from inside the compiled forward
-    assert "inside forward (4, 16)" in stage_text(client, job["id"], "run.stdout")
-    # the unqualified key finds the first graph
-    assert "torch._C._nn.linear" in stage_text(client, job["id"], "dynamo.fx_graph")
-    breaks = stage_text(client, job["id"], "dynamo.graph_breaks")
-    assert f"model.py:{PRINT_LINE}" in breaks and "print" in breaks
-    code = _json(client, job["id"], "inductor.output_code:1/0")
-    assert "cpp_fused__softmax_add_relu" in code["text"]  # the fused kernel names the fused ops
-    lines = code["text"].split("\n")
-    to_softmax = [a for a, b in code["source_map"] if b == SOFTMAX_LINE]
-    assert any("cpp_fused__softmax" in lines[a - 1] for a in to_softmax)
-    assert any("Vectorized" in lines[a - 1] or "tmp" in lines[a - 1] for a in to_softmax)  # kernel body lines
-    graph = _json(client, job["id"], "dynamo.fx_graph:1/0")
-    assert any("torch.softmax" in graph["text"].split("\n")[a - 1] for a, b in graph["source_map"] if b == SOFTMAX_LINE)
-    # timings: PyTorch's own phase breakdown and measured eager vs compiled
-    compile_t = job["timings"]["compile"]
-    assert compile_t["total_s"] > 0 and compile_t["inductor_lowering_s"] > 0 and compile_t["dynamo_tracing_s"] > 0
-    run = job["timings"]["run"]
-    assert run["eager_ms"] > 0 and run["compiled_ms"] > 0 and run["compiled_repeats"] >= 5
-    assert run["speedup"] == pytest.approx(run["eager_ms"] / run["compiled_ms"], rel=0.01)
-    assert run["accuracy"]["vs_eager"]["max_abs_error"] < 1e-5
-    assert run["accuracy"]["vs_float64_eager"]["compared"] == 1
-    assert run["memory"]["eager_peak_bytes"] > 0 and run["memory"]["compiled_peak_bytes"] > 0
-    assert "host CPU" in run["where"]
-    profile = json.loads(stage_text(client, job["id"], "run.kernels"))
-    assert any("addmm" in row["name"] for row in profile["table"])  # the extern kernel, as the profiler saw it
-    assert profile["events"] and all(e["dur_us"] >= 0 for e in profile["events"])
-    # bytecode of every frame, original and modified, linked to the user's lines
-    bytecode = _json(client, job["id"], "dynamo.bytecode:0/0_1")
-    assert "ORIGINAL BYTECODE forward" in bytecode["text"] and "MODIFIED BYTECODE forward" in bytecode["text"]
-    assert any(b == PRINT_LINE for a, b in bytecode["source_map"])
-    # fusion decisions and the scheduler IR, per graph, linked to the user's lines
-    fusion = _json(client, job["id"], "inductor.fusion:1/0")
-    assert "fusion complete" in fusion["text"] and any(b == SOFTMAX_LINE for a, b in fusion["source_map"])
-    post = stage_text(client, job["id"], "inductor.ir_post_fusion:1/0")
-    assert post.startswith("AFTER FUSION") and "FusedSchedulerNode" in post
-    kernel = _json(client, job["id"], "kernel:cpp_fused__softmax_add_relu_threshold_backward_0")
-    assert kernel["format"] == "cpp" and 'extern "C"' in kernel["text"]
-    assert {b for a, b in kernel["source_map"]} == {SOFTMAX_LINE}
-    # the page renders the output code with source colours
-    pane = client.get(f"/j/{job['id']}/stage/inductor.output_code:1%2F0").get_data(as_text=True)
-    assert f'data-src="{SOFTMAX_LINE}"' in pane
-
-
-def test_training_builds_backward_graph(client):
-    job = compile_and_wait(client, "pytorch", SOLVE_MODEL, {"training": True})
-    assert job["status"] == "done", job["error"]
-    keys = [s["key"] for s in job["stages"]]
-    assert "aot.backward_graph:0/0" in keys and "aot.joint_graph:0/0" in keys
-    backward = stage_text(client, job["id"], "aot.backward_graph:0/0")
-    # the gradient of solve reuses the forward's saved LU factors: an adjoint LU solve
-    assert "aten.linalg_lu_solve.default" in backward and "adjoint = True" in backward
-    assert "tangents_1" in backward
-    assert any(k.startswith("inductor.output_code:0/0.backward") for k in keys), keys
-    assert job["timings"]["run"]["what"] == "forward + backward"
-
-
-def test_bad_sources_fail_with_their_line(client):
-    job = compile_and_wait(client, "pytorch", "import torch\nmodel = torch.nn.Linear(2, 2\nexample_inputs = ()\n")
-    assert job["error"]["kind"] == "SyntaxError" and job["error"]["line"] == 2
-    job = compile_and_wait(client, "pytorch", "import torch\nmodel = torch.nn.Linear(2, 2)\n")
-    assert job["error"]["kind"] == "InputError" and "example_inputs" in job["error"]["message"]
-    source = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n\n"
-              "example_inputs = (torch.ones(2, 2),)\n")
-    job = compile_and_wait(client, "pytorch", source)
-    assert job["status"] == "failed" and job["error"]["line"] == 4, job["error"]
-    job = compile_and_wait(client, "pytorch", "model = len\nexample_inputs = ()\n",
-                           {"inductor_config": {"no_such_flag": True}})
-    assert job["error"]["kind"] == "OptionError" and "no_such_flag" in job["error"]["message"]
-
-
 CONV_MODEL = '''import torch
 import torch.nn as nn
 
@@ -146,22 +71,6 @@ example_inputs = (torch.randn(2, 3, 16, 16),)
 '''
 
 
-def test_conv_net_in_eval_mode_is_an_inference_graph(client):
-    job = compile_and_wait(client, "pytorch", CONV_MODEL)
-    assert job["status"] == "done", job["error"]
-    keys = [s["key"] for s in job["stages"]]
-    # parameters still require grad (no hidden no_grad): AOTAutograd builds a joint graph; the
-    # module's eval() is the user's and folds batch norm into inference arithmetic
-    assert "aot.forward_graph:0/0" in keys
-    graph = stage_text(client, job["id"], "dynamo.fx_graph:0/0")
-    assert "torch.conv2d" in graph and "torch.nn.functional.batch_norm" in graph
-    # BatchNorm2d.eval() as the user left it: running statistics, training=False, momentum, eps
-    assert "l_fn_modules_1_buffers_running_var_, l_fn_modules_1_parameters_weight_, " \
-           "l_fn_modules_1_parameters_bias_, False, 0.1, 1e-05)" in graph
-    code = stage_text(client, job["id"], "inductor.output_code:0/0")
-    assert "extern_kernels.convolution" in code or "torch.ops.aten.convolution" in code
-
-
 EXPORT_MODEL = '''import torch
 
 
@@ -171,20 +80,6 @@ def model(x, y):
 
 example_inputs = (torch.randn(8, 16), torch.randn(16, 8))
 '''
-
-
-def test_export_path_builds_an_aoti_package(client):
-    job = compile_and_wait(client, "pytorch", EXPORT_MODEL, {"export": True})
-    assert job["status"] == "done", job["error"]
-    program = stage_text(client, job["id"], "export.program")
-    assert program.startswith("ExportedProgram:") and "torch.ops.aten.softmax.int(matmul, -1)" in program
-    package = stage_text(client, job["id"], "aoti.package")
-    assert ".wrapper.cpp" in package and ".wrapper.so" in package
-    wrapper = stage_text(client, job["id"], "aoti.wrapper")
-    assert "AOTInductorModel::run_impl" in wrapper
-    keys = [s["key"] for s in job["stages"]]
-    assert "inductor.post_grad_graph:export" in keys, keys
-    assert job["timings"]["run"]["compiled_ms"] > 0
 
 
 RECOMPILE_SOURCE = '''import torch
@@ -201,13 +96,6 @@ f(torch.randn(5))
 '''
 
 
-def test_recompiles_are_reported_with_the_failed_guard(client):
-    job = compile_and_wait(client, "pytorch", RECOMPILE_SOURCE, {"backend": "eager"})
-    assert job["status"] == "done", job["error"]
-    text = stage_text(client, job["id"], "dynamo.recompiles")
-    assert "size mismatch" in text or "tensor 'x'" in text, text
-
-
 BRANCHY = '''import torch
 
 
@@ -221,16 +109,6 @@ def model(x):
 
 example_inputs = (torch.randn(16),)
 '''
-
-
-def test_print_and_data_dependent_branch_each_break_the_graph_at_their_line(client):
-    job = compile_and_wait(client, "pytorch", BRANCHY, {"backend": "aot_eager"})
-    assert job["status"] == "done", job["error"]
-    breaks = _json(client, job["id"], "dynamo.graph_breaks")
-    assert "model.py:6" in breaks["text"] and "print" in breaks["text"]
-    assert "model.py:7" in breaks["text"] and "data-dependent" in breaks["text"].lower()
-    assert {6, 7} <= {b for a, b in breaks["source_map"]}
-    assert job["stages"][0]["key"] == "source" and "y computed" in stage_text(client, job["id"], "run.stdout")
 
 
 TRANSFORMER = '''import math
@@ -265,89 +143,305 @@ example_inputs = (torch.randn(2, 8, 32),)
 '''
 TRANSFORMER_SOFTMAX_LINE = 22
 
+VIRTUAL_SM90 = "import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\nexample_inputs = (torch.randn(1024),)\n"
+SHAPE_ERROR = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n\n"
+               "example_inputs = (torch.ones(2, 2),)\n")
+CACHED_SOLVE = SOLVE_MODEL.replace("tanh()", "relu()")
 
-def test_transformer_block_fuses_and_maps_back_to_softmax(client):
-    job = compile_and_wait(client, "pytorch", TRANSFORMER)
+# name -> (source, options). "spare" goes first, to the pre-started worker.
+JOBS = {
+    "spare": (SOLVE_MODEL, {}),
+    "graph_break": (GRAPH_BREAK_MODEL, {}),
+    "transformer": (TRANSFORMER, {}),
+    "training": (SOLVE_MODEL, {"training": True}),
+    "conv": (CONV_MODEL, {}),
+    "export": (EXPORT_MODEL, {"export": True}),
+    "branchy": (BRANCHY, {"backend": "aot_eager"}),
+    "recompile": (RECOMPILE_SOURCE, {"backend": "eager"}),
+    "virtual_sm90": (VIRTUAL_SM90, {"target": "cuda:sm_90"}),
+    "warm_solve": (CACHED_SOLVE, {}),
+    "syntax_error": ("import torch\nmodel = torch.nn.Linear(2, 2\nexample_inputs = ()\n", {}),
+    "no_inputs": ("import torch\nmodel = torch.nn.Linear(2, 2)\n", {}),
+    "shape_error": (SHAPE_ERROR, {}),
+    "bad_config": ("model = len\nexample_inputs = ()\n", {"inductor_config": {"no_such_flag": True}}),
+}
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _has_torch_loaded(pid: int) -> bool:
+    """True when a process of the tree under `pid` has PyTorch's library mapped (torch imported)."""
+    for p in _descendants(pid):
+        try:
+            with open(f"/proc/{p}/maps") as f:
+                if "libtorch_cpu.so" in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+class Compiled:
+    """The module's jobs, submitted at once; `job(name)` waits for one and returns its JSON."""
+
+    def __init__(self, app, ids: dict[str, str], cold_app, cold_id: str, spare_before):
+        self.app, self.client, self.ids = app, app.test_client(), ids
+        self.cold_app, self.cold_client, self.cold_id = cold_app, cold_app.test_client(), cold_id
+        self.spare_before = spare_before
+        self.svc = app.extensions["irscope"]
+
+    def job(self, name: str) -> dict:
+        return wait_job(self.client, self.ids[name], timeout=900)
+
+    def text(self, name: str, key: str) -> str:
+        return stage_text(self.client, self.ids[name], key)
+
+    def stage(self, name: str, key: str) -> dict:
+        return self.client.get(f"/api/jobs/{self.ids[name]}/stages/{quote(key, safe='')}?format=json").get_json()
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory, pytorch_toolchain_cache):
+    cold_app = make_app(tmp_path_factory.mktemp("cold"), workers=1)
+    cold = cold_app.test_client().post("/api/compile", json={"language": "pytorch", "source": CACHED_SOLVE})
+    data = tmp_path_factory.mktemp("warm") / "var"
+    seed_toolchain_cache(pytorch_toolchain_cache, str(data))
+    app = make_app(data.parent, workers=2, spare_workers=1, warm_toolchain_cache=True)
+    spares = app.extensions["irscope"].runner.spares
+    deadline = time.monotonic() + 300  # wait for a condition, with a bound: the spare's torch import
+    while time.monotonic() < deadline and not (spares._spares.get("pytorch")
+                                               and _has_torch_loaded(spares._spares["pytorch"][0][1].proc.pid)):
+        time.sleep(0.2)
+    spare = spares._spares["pytorch"][0][1]
+    assert _has_torch_loaded(spare.proc.pid), "the spare worker never imported torch"
+    client = app.test_client()
+    ids = {}
+    for name, (source, options) in JOBS.items():
+        response = client.post("/api/compile", json={"language": "pytorch", "source": source, "options": options})
+        assert response.status_code in (200, 202), (name, response.get_json())
+        ids[name] = response.get_json()["job"]
+    yield Compiled(app, ids, cold_app, cold.get_json()["job"], spare)
+    waiting = [proc for _, proc in spares._spares.get("pytorch", [])]
+    app.extensions["irscope"].runner.shutdown()
+    cold_app.extensions["irscope"].runner.shutdown()
+    assert waiting and not any(proc.alive() for proc in waiting), "shutdown left a spare worker running"
+
+
+def test_graph_break_model_all_core_stages(compiled):
+    job = compiled.job("graph_break")
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    for required in ("source", "run.stdout", "dynamo.fx_graph:0/0_1", "dynamo.fx_graph:1/0",
+                     "inductor.output_code:1/0", "dynamo.graph_breaks", "dynamo.guards:1/0", "aot.forward_graph:1/0",
+                     "inductor.post_grad_graph:1/0"):
+        assert required in keys, (required, keys)
+    # the program's print, from inside the compiled forward
+    assert "inside forward (4, 16)" in compiled.text("graph_break", "run.stdout")
+    # the unqualified key finds the first graph
+    assert "torch._C._nn.linear" in compiled.text("graph_break", "dynamo.fx_graph")
+    breaks = compiled.text("graph_break", "dynamo.graph_breaks")
+    FileCheck().check("## graph break 1").check(f"model.py:{PRINT_LINE}").check("print").run(breaks)
+    code = compiled.stage("graph_break", "inductor.output_code:1/0")
+    # the fused kernel names the fused ops: defined, then launched from call()
+    FileCheck().check("cpp_fused__softmax_add_relu").check("def call(").check("cpp_fused__softmax_add_relu(") \
+        .run(code["text"])
+    lines = code["text"].split("\n")
+    to_softmax = [lines[a - 1] for a, b in code["source_map"] if b == SOFTMAX_LINE]
+    # the kernel's definition line and its body (CPU vector code) both map to the softmax line
+    assert any("cpp_fused__softmax" in line for line in to_softmax)
+    assert any("at::vec::Vectorized<float>" in line for line in to_softmax), to_softmax
+    graph = compiled.stage("graph_break", "dynamo.fx_graph:1/0")
+    glines = graph["text"].split("\n")
+    assert any("torch.softmax" in glines[a - 1] for a, b in graph["source_map"] if b == SOFTMAX_LINE)
+    # the FX graph drawn by Graphviz in the worker, one box per node
+    drawing = compiled.stage("graph_break", "dynamo.fx_graph_drawing:1/0")
+    assert drawing["format"] == "svg" and drawing["text"].startswith("<svg")
+    FileCheck().check("<title>softmax</title>").run(drawing["text"])
+    # timings: PyTorch's own phase breakdown and measured eager vs compiled
+    compile_t = job["timings"]["compile"]
+    assert compile_t["total_s"] > 0 and compile_t["inductor_lowering_s"] > 0 and compile_t["dynamo_tracing_s"] > 0
+    run = job["timings"]["run"]
+    assert run["eager_ms"] > 0 and run["compiled_ms"] > 0 and run["compiled_repeats"] >= 5
+    assert run["speedup"] == pytest.approx(run["eager_ms"] / run["compiled_ms"], rel=0.01)
+    assert run["accuracy"]["vs_eager"]["max_abs_error"] < 1e-5
+    assert run["accuracy"]["vs_float64_eager"]["compared"] == 1
+    assert run["memory"]["eager_peak_bytes"] > 0 and run["memory"]["compiled_peak_bytes"] > 0
+    assert "host CPU" in run["where"]
+    profile = json.loads(compiled.text("graph_break", "run.kernels"))
+    assert any("addmm" in row["name"] for row in profile["table"])  # the extern kernel, as the profiler saw it
+    assert profile["events"] and all(e["dur_us"] >= 0 for e in profile["events"])
+    pane = compiled.client.get(f"/j/{job['id']}/stage/run.kernels").get_data(as_text=True)
+    assert 'class="profile-timeline"' in pane and "addmm" in pane  # the profile viewer read the typed record
+    # bytecode of every frame, original and modified, linked to the user's lines
+    bytecode = compiled.stage("graph_break", "dynamo.bytecode:0/0_1")
+    FileCheck().check("ORIGINAL BYTECODE forward").check("MODIFIED BYTECODE forward").run(bytecode["text"])
+    assert PRINT_LINE in {b for a, b in bytecode["source_map"]}
+    # fusion decisions and the scheduler IR, per graph, linked to the user's lines
+    fusion = compiled.stage("graph_break", "inductor.fusion:1/0")
+    assert "fusion complete" in fusion["text"] and SOFTMAX_LINE in {b for a, b in fusion["source_map"]}
+    post = compiled.text("graph_break", "inductor.ir_post_fusion:1/0")
+    assert post.startswith("AFTER FUSION") and "FusedSchedulerNode" in post
+    kernel = compiled.stage("graph_break", "kernel:cpp_fused__softmax_add_relu_threshold_backward_0")
+    assert kernel["format"] == "cpp" and 'extern "C"' in kernel["text"]
+    assert {b for a, b in kernel["source_map"]} == {SOFTMAX_LINE}
+    # the page renders the output code with source colours
+    pane = compiled.client.get(f"/j/{job['id']}/stage/inductor.output_code:1%2F0").get_data(as_text=True)
+    assert f'data-src="{SOFTMAX_LINE}"' in pane
+
+
+def test_training_builds_backward_graph(compiled):
+    job = compiled.job("training")
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    assert "aot.backward_graph:0/0" in keys and "aot.joint_graph:0/0" in keys
+    backward = compiled.text("training", "aot.backward_graph:0/0")
+    # the gradient of solve reuses the forward's saved LU factors: an adjoint LU solve
+    FileCheck().check("tangents_1").check("aten.linalg_lu_solve.default").check("adjoint = True").run(backward)
+    assert any(k.startswith("inductor.output_code:0/0.backward") for k in keys), keys
+    assert job["timings"]["run"]["what"] == "forward + backward"
+
+
+def test_bad_sources_fail_with_their_line(compiled):
+    job = compiled.job("syntax_error")
+    assert job["error"]["kind"] == "SyntaxError" and job["error"]["line"] == 2
+    job = compiled.job("no_inputs")
+    assert job["error"]["kind"] == "InputError" and "example_inputs" in job["error"]["message"]
+    job = compiled.job("shape_error")
+    assert job["status"] == "failed" and job["error"]["line"] == 4, job["error"]
+    job = compiled.job("bad_config")
+    assert job["error"]["kind"] == "OptionError" and "no_such_flag" in job["error"]["message"]
+
+
+def test_conv_net_in_eval_mode_is_an_inference_graph(compiled):
+    job = compiled.job("conv")
+    assert job["status"] == "done", job["error"]
+    keys = [s["key"] for s in job["stages"]]
+    # parameters still require grad (no hidden no_grad): AOTAutograd builds a joint graph; the
+    # module's eval() is the user's and folds batch norm into inference arithmetic
+    assert "aot.forward_graph:0/0" in keys
+    graph = compiled.text("conv", "dynamo.fx_graph:0/0")
+    FileCheck().check("torch.conv2d").check("torch.nn.functional.batch_norm").run(graph)
+    # BatchNorm2d.eval() as the user left it: running statistics, training=False, momentum, eps
+    assert "l_fn_modules_1_buffers_running_var_, l_fn_modules_1_parameters_weight_, " \
+           "l_fn_modules_1_parameters_bias_, False, 0.1, 1e-05)" in graph
+    code = compiled.text("conv", "inductor.output_code:0/0")
+    FileCheck().check("def call(").check("extern_kernels.convolution(").run(code)
+
+
+def test_export_path_builds_an_aoti_package(compiled):
+    job = compiled.job("export")
+    assert job["status"] == "done", job["error"]
+    program = compiled.text("export", "export.program")
+    assert program.startswith("ExportedProgram:") and "torch.ops.aten.softmax.int(matmul, -1)" in program
+    package = compiled.text("export", "aoti.package")
+    FileCheck().check(".wrapper.cpp").run(package)
+    FileCheck().check(".wrapper.so").run(package)
+    wrapper = compiled.text("export", "aoti.wrapper")
+    assert "AOTInductorModel::run_impl" in wrapper
+    keys = [s["key"] for s in job["stages"]]
+    assert "inductor.post_grad_graph:export" in keys, keys
+    assert job["timings"]["run"]["compiled_ms"] > 0
+
+
+def test_recompiles_are_reported_with_the_failed_guard(compiled):
+    job = compiled.job("recompile")
+    assert job["status"] == "done", job["error"]
+    text = compiled.text("recompile", "dynamo.recompiles")
+    FileCheck().check("## recompile 1").check("tensor 'x' size mismatch at index 0. expected 4, actual 5").run(text)
+
+
+def test_print_and_data_dependent_branch_each_break_the_graph_at_their_line(compiled):
+    job = compiled.job("branchy")
+    assert job["status"] == "done", job["error"]
+    breaks = compiled.stage("branchy", "dynamo.graph_breaks")
+    FileCheck().check("## graph break 1").check("model.py:6").check("print") \
+        .check("## graph break 2").check("model.py:7").check_regex("[Dd]ata-dependent").run(breaks["text"])
+    assert {6, 7} <= {b for a, b in breaks["source_map"]}
+    assert job["stages"][0]["key"] == "source" and "y computed" in compiled.text("branchy", "run.stdout")
+
+
+def test_transformer_block_fuses_and_maps_back_to_softmax(compiled):
+    job = compiled.job("transformer")
     assert job["status"] == "done", job["error"]
     kernels = [s["key"] for s in job["stages"] if s["key"].startswith("kernel:")]
     assert any("native_layer_norm" in k for k in kernels) and any("gelu" in k for k in kernels), kernels
     # Inductor's pattern matcher turns q@k^T / sqrt(d) -> softmax -> @v into one SDPA call on CPU.
     # PyTorch's provenance ties that call to the q/k/v views (line 20), not to the softmax line:
     # the rewrite drops the replaced nodes' origins, and the page shows what the compiler recorded.
-    code = _json(client, job["id"], "inductor.output_code:0/0")
+    code = compiled.stage("transformer", "inductor.output_code:0/0")
     lines = code["text"].split("\n")
     to_qkv = [lines[a - 1] for a, b in code["source_map"] if b == TRANSFORMER_SOFTMAX_LINE - 2]
     assert any("_scaled_dot_product_flash_attention_for_cpu.default(" in line for line in to_qkv), to_qkv
-    graph = _json(client, job["id"], "dynamo.fx_graph:0/0")
+    graph = compiled.stage("transformer", "dynamo.fx_graph:0/0")
     glines = graph["text"].split("\n")
     assert any("torch.softmax(" in glines[a - 1] for a, b in graph["source_map"] if b == TRANSFORMER_SOFTMAX_LINE)
     # and the reverse direction: the GELU kernel's body maps back to the MLP line
     gelu = next(k for k in kernels if "gelu" in k)
-    assert TRANSFORMER_SOFTMAX_LINE + 3 in {b for a, b in _json(client, job["id"], gelu)["source_map"]}
+    assert TRANSFORMER_SOFTMAX_LINE + 3 in {b for a, b in compiled.stage("transformer", gelu)["source_map"]}
     assert "inductor.fusion:0/0" in [s["key"] for s in job["stages"]]
 
 
-def test_toolchain_cache_seeds_isa_probes_without_changing_what_is_compiled(tmp_path):
-    """The warm-up builds Inductor's ISA probes once; a job seeded with them compiles the same
-    output code as a cold job and finds only probes (no graph or kernel cache entry) in its cache."""
-    import os
-    from compiler import runner
-    from compiler.toolchain import toolchain
-    from tests.conftest import make_app
-    app = make_app(tmp_path)
-    svc = app.extensions["irscope"]
-    client = app.test_client()
-    cold = compile_and_wait(client, "pytorch", SOLVE_MODEL.replace("tanh()", "relu()"))
+def _is_probe(directory: str) -> bool:
+    """An ISA-probe cache entry: a built library, no Python, no Inductor kernel source."""
+    names = os.listdir(directory)
+    sources = [open(os.path.join(directory, n), errors="replace").read() for n in names if n.endswith(".cpp")]
+    return (any(n.endswith(".so") for n in names) and not any(n.endswith(".py") for n in names)
+            and not any("cpp_prefix.h" in text for text in sources))
+
+
+def test_toolchain_cache_seeds_isa_probes_without_changing_what_is_compiled(compiled, pytorch_toolchain_cache):
+    """The warm-up built Inductor's ISA probes once (the session fixture); a job seeded with them
+    compiles the same output code as a cold job, and the cache holds only probes: no graph or
+    kernel cache entry. How many probes there are depends on the host's ISA, so the count is
+    compared with what the warm-up built, never with a number."""
+    cold = wait_job(compiled.cold_client, compiled.cold_id, timeout=900)
+    warm = compiled.job("warm_solve")
+    assert cold["status"] == warm["status"] == "done", (cold["error"], warm["error"])
+    entries = os.listdir(pytorch_toolchain_cache)
+    assert entries and all(_is_probe(os.path.join(pytorch_toolchain_cache, e)) for e in entries), entries
     assert cold["timings"]["compile"]["isa_probes_from_toolchain_cache"] == 0
-    tools = toolchain("pytorch")
-    assert runner.warm_toolchain(svc.runner.config, "pytorch", tools)
-    cache = runner.toolchain_cache_dir(svc.runner.config, "pytorch", tools)
-    entries = os.listdir(cache)
-    assert len(entries) >= 3
-    for name in entries:
-        files = os.listdir(os.path.join(cache, name))
-        assert any(f.endswith(".so") for f in files) and not any(f.endswith(".py") for f in files)
-    svc.jobs.config = dataclasses.replace(svc.jobs.config, reuse_results=False)  # compile the same source again
-    warm = compile_and_wait(client, "pytorch", SOLVE_MODEL.replace("tanh()", "relu()"))
-    assert warm["id"] != cold["id"]
     assert warm["timings"]["compile"]["isa_probes_from_toolchain_cache"] == len(entries)
     strip = lambda text: "\n".join(line for line in text.split("\n") if "kernel path:" not in line)  # noqa: E731
-    assert strip(stage_text(client, warm["id"], "inductor.output_code:0/0")) == \
-        strip(stage_text(client, cold["id"], "inductor.output_code:0/0"))
+    assert strip(compiled.text("warm_solve", "inductor.output_code:0/0")) == \
+        strip(stage_text(compiled.cold_client, compiled.cold_id, "inductor.output_code:0/0"))
 
 
-def test_pre_started_worker_has_torch_imported_and_is_used_once(tmp_path):
-    import time as _time
-    from tests.conftest import make_app
-    app = make_app(tmp_path, spare_workers=1)
-    svc = app.extensions["irscope"]
-    deadline = _time.monotonic() + 60
-    while not svc.runner.spares._spares.get("pytorch") and _time.monotonic() < deadline:
-        _time.sleep(0.2)
-    first = svc.runner.spares._spares["pytorch"][0][1]
-    _time.sleep(8)  # let it import torch before the job arrives
-    job = compile_and_wait(app.test_client(), "pytorch", SOLVE_MODEL)
+def test_pre_started_worker_has_torch_imported_and_is_used_once(compiled):
+    """The spare had torch loaded before its job existed (the fixture saw libtorch mapped in its
+    process), took the first job, and was replaced by a new spare: one job per process."""
+    job = compiled.job("spare")
     assert job["status"] == "done", job["error"]
     assert job["timings"]["job"]["worker"] == "pre-started"
-    assert job["timings"]["compile"]["import_torch_s"] < 0.5  # torch was already imported
-    assert "tanh" in stage_text(app.test_client(), job["id"], "dynamo.fx_graph")
-    replacement = svc.runner.spares._spares["pytorch"][0][1]
-    assert replacement is not first and replacement.alive() and not first.alive()
-    svc.runner.shutdown()
-    assert not replacement.alive()
+    assert "tanh" in compiled.text("spare", "dynamo.fx_graph")
+    assert not compiled.spare_before.alive()  # its one job done, the process is gone
+    replacement = compiled.svc.runner.spares._spares["pytorch"][0][1]
+    assert replacement is not compiled.spare_before and replacement.alive()
 
 
-def test_virtual_sm90_target_through_the_api(client):
+def test_virtual_sm90_target_through_the_api(compiled):
     """No GPU here: target cuda:sm_90 makes Inductor write Triton kernels, compiled to PTX and SASS."""
-    source = "import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\nexample_inputs = (torch.randn(1024),)\n"
-    job = compile_and_wait(client, "pytorch", source, {"target": "cuda:sm_90"})
+    job = compiled.job("virtual_sm90")
     assert job["status"] == "done", job["error"]
     keys = [s["key"] for s in job["stages"]]
-    code = stage_text(client, job["id"], "inductor.output_code")
-    assert "@triton.jit" in code and "triton_poi_fused_add_mul_sin_0" in code
+    code = compiled.text("virtual_sm90", "inductor.output_code")
+    FileCheck().check("@triton.jit").check("def triton_poi_fused_add_mul_sin_0(").check("tl_math.sin").run(code)
     ptx = [k for k in keys if k.startswith("triton.ptx:triton_poi_fused_add_mul_sin_0")]
-    assert ptx and ".target sm_90" in stage_text(client, job["id"], ptx[0])
+    assert ptx
+    FileCheck().check(".target sm_90a").check(".entry triton_poi_fused_add_mul_sin_0").run(
+        compiled.text("virtual_sm90", ptx[0]))
     sass = [k for k in keys if k.startswith("triton.sass:")]
-    assert sass and stage_text(client, job["id"], sass[0]).strip()
+    assert sass and "EXIT" in compiled.text("virtual_sm90", sass[0])
     assert job["timings"]["target"]["virtual"] is True
     assert "run" not in job["timings"]  # nothing ran: no invented timings

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a transformer block to PTX and SASS for every autotune config
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODEL = '''\

@@ -12,7 +12,7 @@ from urllib.error import HTTPError
 
 import pytest
 
-from tests.conftest import needs_bwrap
+from tests.conftest import needs_bwrap, seed_toolchain_cache
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 
@@ -53,9 +53,12 @@ def _wait(base: str, job_id: str, timeout: float = 300) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, pytorch_toolchain_cache):
+    """The served configuration: the toolchain cache a previous start-up built (seeded, so the
+    server's own warm-up finds it and skips) and a spare worker."""
     port = _free_port()
     data = tmp_path_factory.mktemp("data")
+    seed_toolchain_cache(pytorch_toolchain_cache, str(data))
     env = dict(os.environ, IRSCOPE_DATA_DIR=str(data), IRSCOPE_LANGUAGES="pytorch")
     irscope = os.path.join(os.path.dirname(sys.executable), "irscope")
     proc = subprocess.Popen([irscope, "serve", "--port", str(port)], env=env,
@@ -82,6 +85,7 @@ def test_compile_tiny_model_over_http(server):
     assert "torch.sin(l_x_)" in graph
     _, code = _call(server, f"/api/jobs/{job['id']}/stages/inductor.output_code?format=json")
     assert "cpp_fused_add_mul_sin_0" in code["text"] and code["format"] == "python"
+    assert job["timings"]["compile"]["isa_probes_from_toolchain_cache"] > 0  # the seeded cache was used
     assert any(b == 4 for a, b in code["source_map"])  # kernel lines link back to `return torch.sin(x) * y + 1`
     _, out = _call(server, f"/api/jobs/{job['id']}/stages/run.stdout")
     assert out == ""

@@ -71,6 +71,7 @@ def test_patched_triton_names_exist():
     assert "config" in inspect.signature(autotuner.Autotuner._bench).parameters
 
 
+@pytest.mark.slow
 def test_shim_makes_inductor_emit_sm90_ptx(tmp_path):
     code = f'''
 import os, sys, re
