@@ -210,6 +210,8 @@ class Bundle:
         self.flush()
 
     def timing(self, name: str, value: Any) -> None:
+        """Record one of the timings compiler/formats.py declares (TIMINGS)."""
+        formats.check_timing(name, value)
         self.manifest.timings[name] = value
         self.flush()
 

@@ -110,3 +110,18 @@ def test_viewers_read_the_typed_record():
     assert "2,048 flops, 96 bytes accessed" in html and 'data-line="8"' in html
     # a stage whose JSON does not fit the schema is shown as text, escaped
     assert "<pre" in viewers.render("timeline", '{"computations": [{"computation": "<b>"}]}')
+
+
+def test_timings_are_declared_and_read_in_one_place(tmp_path):
+    bundle = Bundle(str(tmp_path / "out"))
+    bundle.timing("compile", {"dynamo_tracing_s": 0.25, "total_s": 2, "source": "events", "events": {"a": 1.0}})
+    with pytest.raises(formats.FormatError, match="unknown timing 'compile_time'"):
+        bundle.timing("compile_time", {})
+    with pytest.raises(formats.FormatError, match="is a JSON object or list"):
+        bundle.timing("run", 3.5)
+    read = formats.Timings.read({**bundle.manifest.timings, "run": {"eager_ms": 2, "compiled_ms": 1.0,
+                                                                      "accuracy": {"compared": 1}, "where": "cpu"},
+                                 "job": {"wall_s": 1.5}, "kernels": [{"kernel": "k"}]})
+    assert read.compile.phases_s == [("dynamo tracing", 0.25), ("total", 2.0)] and read.compile.events == {"a": 1.0}
+    assert read.run.medians_ms == [("eager", 2.0), ("compiled", 1.0)] and read.run.accuracy == {"compared": 1}
+    assert set(read.others) == {"job"}  # lists (per-launch kernel times) are not tables

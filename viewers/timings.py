@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from compiler import formats
+
 _BAR_H, _LABEL_W, _CHART_W = 20, 190, 420
 
 
@@ -36,26 +38,21 @@ def _fmt(value: Any) -> str:
 
 
 def render(timings: dict[str, Any]) -> str:
+    t = formats.Timings.read(timings)
     out = []
-    compile_t = timings.get("compile") or {}
-    phases = [(k[:-2].replace("_", " "), float(v)) for k, v in compile_t.items()
-              if k.endswith("_s") and isinstance(v, (int, float))]
-    if phases:
-        out.append(f"<h3>Compile time</h3><p class='note'>{escape(str(compile_t.get('source', '')))}</p>")
-        out.append(_bars(phases, "s"))
-    run = timings.get("run") or {}
-    if run:
-        out.append(f"<h3>Run time</h3><p class='note'>{escape(str(run.get('where', '')))}: "
-                   f"{escape(str(run.get('what', '')))}, median per call after warm-up, "
+    if t.compile and t.compile.phases_s:
+        out.append(f"<h3>Compile time</h3><p class='note'>{escape(t.compile.source)}</p>")
+        out.append(_bars(t.compile.phases_s, "s"))
+    if t.run:
+        out.append(f"<h3>Run time</h3><p class='note'>{escape(t.run.where)}: "
+                   f"{escape(t.run.what)}, median per call after warm-up, "
                    f"IQR as spread</p>")
-        bars = [(name, float(run[f"{name}_ms"])) for name in ("eager", "compiled") if f"{name}_ms" in run]
-        out.append(_bars(bars, "ms"))
-        out.append(_table(run))
-        if isinstance(run.get("accuracy"), dict):
-            out.append("<h4>Accuracy (compiled vs eager)</h4>" + _table(run["accuracy"]))
-    for name, value in timings.items():
-        if name not in ("compile", "run") and isinstance(value, dict):
-            out.append(f"<h3>{escape(name)}</h3>" + _table(value))
-    if compile_t.get("events"):
-        out.append("<h4>PyTorch compile events (seconds, summed)</h4>" + _table(compile_t["events"]))
+        out.append(_bars(t.run.medians_ms, "ms"))
+        out.append(_table(t.run.values))
+        if t.run.accuracy:
+            out.append("<h4>Accuracy (compiled vs eager)</h4>" + _table(t.run.accuracy))
+    for name, value in t.others.items():
+        out.append(f"<h3>{escape(name)}</h3>" + _table(value))
+    if t.compile and t.compile.events:
+        out.append("<h4>PyTorch compile events (seconds, summed)</h4>" + _table(t.compile.events))
     return "".join(out) or "<p class='hint'>no timings recorded</p>"
