@@ -119,9 +119,9 @@ def test_timings_are_declared_and_read_in_one_place(tmp_path):
         bundle.timing("compile_time", {})
     with pytest.raises(formats.FormatError, match="is a JSON object or list"):
         bundle.timing("run", 3.5)
-    read = formats.Timings.read({**bundle.manifest.timings, "run": {"eager_ms": 2, "compiled_ms": 1.0,
-                                                                      "accuracy": {"compared": 1}, "where": "cpu"},
-                                 "job": {"wall_s": 1.5}, "kernels": [{"kernel": "k"}]})
+    run = {"eager_ms": 2, "compiled_ms": 1.0, "accuracy": {"compared": 1}, "where": "cpu"}
+    read = formats.Timings.read({**bundle.manifest.timings, "run": run, "job": {"wall_s": 1.5},
+                                 "kernels": [{"kernel": "k"}]})
     assert read.compile.phases_s == [("dynamo tracing", 0.25), ("total", 2.0)] and read.compile.events == {"a": 1.0}
     assert read.run.medians_ms == [("eager", 2.0), ("compiled", 1.0)] and read.run.accuracy == {"compared": 1}
     assert set(read.others) == {"job"}  # lists (per-launch kernel times) are not tables
