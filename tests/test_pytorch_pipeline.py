@@ -255,8 +255,8 @@ def test_graph_break_model_all_core_stages(compiled):
     FileCheck().check("## graph break 1").check(f"model.py:{PRINT_LINE}").check("print").run(breaks)
     code = compiled.stage("graph_break", "inductor.output_code:1/0")
     # the fused kernel names the fused ops: defined, then launched from call()
-    FileCheck().check("cpp_fused__softmax_add_relu").check("def call(").check("cpp_fused__softmax_add_relu(") \
-        .run(code["text"])
+    FileCheck().check("cpp_fused__softmax_add_relu").check("def call(") \
+        .check("cpp_fused__softmax_add_relu_threshold_backward_0(").run(code["text"])
     lines = code["text"].split("\n")
     to_softmax = [lines[a - 1] for a, b in code["source_map"] if b == SOFTMAX_LINE]
     # the kernel's definition line and its body (CPU vector code) both map to the softmax line

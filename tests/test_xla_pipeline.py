@@ -67,7 +67,12 @@ def test_hlo_every_stage_present(hlo):
     assert set(REQUIRED) <= set(hlo.stages)
     assert any(k.startswith("xla.llvm_ir:") for k in hlo.stages)
     assert "Disassembly of section" in hlo.text("xla.asm")
-    assert hlo.text("xla.graph").lstrip().startswith("digraph")
+    # XLA's DOT of the optimized entry computation, laid out by Graphviz in the worker: one box per
+    # node, the partitioner's collectives among them
+    graph = hlo.text("xla.graph")
+    assert hlo.stages["xla.graph"].format == "svg" and graph.startswith("<svg")
+    assert graph.count('class="node"') == hlo.stages["xla.graph"].meta["nodes"] > 10
+    assert ">all-gather</text>" in graph and ">collective-permute</text>" in graph
 
 
 def test_hlo_pass_snapshots_listed_in_order_with_diffs(hlo):
