@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import tempfile
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import pytest
 
@@ -92,3 +96,48 @@ def seed_toolchain_cache(cache: str, data_dir: str) -> str:
     dest = os.path.join(data_dir, "toolchain", os.path.basename(cache))
     shutil.copytree(cache, dest)
     return dest
+
+
+# --- compiles that run in a child process of their own --------------------------------------------
+
+@dataclass
+class Background:
+    """A child process compiling for a module fixture, its output in `base` (child.log: its output)."""
+
+    proc: subprocess.Popen
+    base: str
+
+    def finish(self, timeout: float = 900) -> str:
+        self.proc.wait(timeout=timeout)
+        with open(os.path.join(self.base, "child.log"), encoding="utf-8", errors="replace") as f:
+            log = f.read()
+        assert self.proc.returncode == 0, log[-4000:]
+        return self.base
+
+
+def start_child(argv: list[str], base: str) -> Background:
+    with open(os.path.join(base, "child.log"), "w") as log:
+        return Background(subprocess.Popen(argv, cwd=base, stdout=log, stderr=subprocess.STDOUT), base)
+
+
+_BACKGROUND: dict[str, Background] = {}
+
+
+def pytest_collection_finish(session):
+    """Start each selected module's `start_in_background(base)` as soon as collection ends: those
+    compiles use one core each, so they overlap with the sandboxed jobs of the modules before them
+    instead of waiting for their turn. The module fixture then only waits (take_background)."""
+    if session.config.option.collectonly:
+        return
+    for module in {item.module for item in session.items}:
+        start = getattr(module, "start_in_background", None)
+        if start is not None:
+            base = tempfile.mkdtemp(prefix="irscope-test-")
+            session.config.add_cleanup(lambda base=base: shutil.rmtree(base, ignore_errors=True))
+            _BACKGROUND[module.__name__] = start(base)
+
+
+def take_background(module: str, start: Callable[[str], Background], tmp_path_factory) -> str:
+    """The finished output directory of `module`'s background compile (started now if it was not)."""
+    job = _BACKGROUND.pop(module, None) or start(str(tmp_path_factory.mktemp("background")))
+    return job.finish()

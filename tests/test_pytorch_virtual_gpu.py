@@ -10,9 +10,13 @@ import re
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 from torch.testing import FileCheck
+
+if TYPE_CHECKING:  # the child process this file also is imports no test helper at module level
+    from tests.conftest import Background
 
 pytestmark = pytest.mark.slow  # a transformer block to PTX and SASS for every autotune config
 
@@ -73,6 +77,10 @@ def _run(tmp_path, target: str, options: dict) -> tuple[dict, dict | None, str]:
     done = subprocess.run([sys.executable, __file__, out, target, json.dumps(options)], capture_output=True,
                           text=True, timeout=600, cwd=out)
     assert done.returncode == 0, done.stderr[-4000:]
+    return _result(out)
+
+
+def _result(out: str) -> tuple[dict, dict | None, str]:
     with open(os.path.join(out, "error.json")) as f:
         error = json.load(f)
     bundle = os.path.join(out, "bundle")
@@ -81,9 +89,16 @@ def _run(tmp_path, target: str, options: dict) -> tuple[dict, dict | None, str]:
     return manifest, error, bundle
 
 
+def start_in_background(base: str) -> Background:
+    """The module fixture's compile for sm_90 (tests/conftest.py starts it when collection ends)."""
+    from tests.conftest import start_child
+    return start_child([sys.executable, __file__, base, "cuda:sm_90", json.dumps({"training": False})], base)
+
+
 @pytest.fixture(scope="module")
 def sm90(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("sm90"), "cuda:sm_90", {"training": False})
+    from tests.conftest import take_background
+    return _result(take_background(__name__, start_in_background, tmp_path_factory))
 
 
 def _text(bundle: str, stage: dict) -> str:

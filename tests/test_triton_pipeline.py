@@ -10,9 +10,13 @@ import json
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 from torch.testing import FileCheck
+
+if TYPE_CHECKING:  # the child process this file also is imports no test helper at module level
+    from tests.conftest import Background
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow  # the module's jobs compile 3 kernels for 4 targets (about half a minute)
@@ -146,23 +150,32 @@ class Job:
         return {src for _, src in self.stages[key]["source_map"]}
 
 
+def _plan(base: str) -> list[tuple[str, str, str]]:
+    """(target, source, output directory) of every job the module fixture compiles."""
+    plan = [(t, KERNELS, os.path.join(base, t.replace(":", "_"))) for t in TARGETS]
+    plan.append(("cuda:sm_90", READS_VALUES, os.path.join(base, "reads_values")))
+    plan.append(("cuda:sm_100", KERNELS, os.path.join(base, "sm_100")))
+    plan.append(("cuda:sm_90", COMPILE_ERROR, os.path.join(base, "compile_error")))
+    return plan
+
+
+def start_in_background(base: str) -> Background:
+    """The module's jobs, in one child process (tests/conftest.py starts it when collection ends)."""
+    from tests.conftest import start_child
+    os.makedirs(os.path.join(base, "sources"))
+    args = []
+    for i, (target, source, out) in enumerate(_plan(base)):
+        path = os.path.join(base, "sources", f"{i}.py")
+        with open(path, "w") as f:
+            f.write(source)
+        args += [target, path, out]
+    return start_child([sys.executable, __file__, *args], base)
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, Job]:
-    base = tmp_path_factory.mktemp("triton-jobs")
-    plan = [(t, KERNELS, str(base / t.replace(":", "_"))) for t in TARGETS]
-    plan.append(("cuda:sm_90", READS_VALUES, str(base / "reads_values")))
-    plan.append(("cuda:sm_100", KERNELS, str(base / "sm_100")))
-    plan.append(("cuda:sm_90", COMPILE_ERROR, str(base / "compile_error")))
-    src_dir = base / "sources"
-    src_dir.mkdir()
-    args = []
-    for i, (target, source, out) in enumerate(plan):
-        path = src_dir / f"{i}.py"
-        path.write_text(source)
-        args += [target, str(path), out]
-    done = subprocess.run([sys.executable, __file__, *args], cwd=str(base), capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    from tests.conftest import take_background
+    plan = _plan(take_background(__name__, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     result["reads_values"] = Job(plan[-3][2])
     result["cuda:sm_100"] = Job(plan[-2][2])
