@@ -120,13 +120,12 @@ def start_child(argv: list[str], base: str) -> Background:
         return Background(subprocess.Popen(argv, cwd=base, stdout=log, stderr=subprocess.STDOUT), base)
 
 
-_BACKGROUND: dict[str, Background] = {}
-
-
 def pytest_collection_finish(session):
     """Start each selected module's `start_in_background(base)` as soon as collection ends: those
     compiles use one core each, so they overlap with the sandboxed jobs of the modules before them
-    instead of waiting for their turn. The module fixture then only waits (take_background)."""
+    instead of waiting for their turn. The module fixture then only waits (take_background). The
+    children are kept on the config: test modules import this file again as tests.conftest."""
+    session.config.irscope_background = {}
     if session.config.option.collectonly:
         return
     for module in {item.module for item in session.items}:
@@ -134,10 +133,12 @@ def pytest_collection_finish(session):
         if start is not None:
             base = tempfile.mkdtemp(prefix="irscope-test-")
             session.config.add_cleanup(lambda base=base: shutil.rmtree(base, ignore_errors=True))
-            _BACKGROUND[module.__name__] = start(base)
+            session.config.irscope_background[module.__name__] = start(base)
 
 
-def take_background(module: str, start: Callable[[str], Background], tmp_path_factory) -> str:
-    """The finished output directory of `module`'s background compile (started now if it was not)."""
-    job = _BACKGROUND.pop(module, None) or start(str(tmp_path_factory.mktemp("background")))
+def take_background(request, start: Callable[[str], Background], tmp_path_factory) -> str:
+    """The finished output directory of the requesting module's background compile (started now
+    if it was not)."""
+    started = getattr(request.config, "irscope_background", {})
+    job = started.pop(request.module.__name__, None) or start(str(tmp_path_factory.mktemp("background")))
     return job.finish()

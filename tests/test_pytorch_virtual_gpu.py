@@ -96,9 +96,9 @@ def start_in_background(base: str) -> Background:
 
 
 @pytest.fixture(scope="module")
-def sm90(tmp_path_factory):
+def sm90(request, tmp_path_factory):
     from tests.conftest import take_background
-    return _result(take_background(__name__, start_in_background, tmp_path_factory))
+    return _result(take_background(request, start_in_background, tmp_path_factory))
 
 
 def _text(bundle: str, stage: dict) -> str:

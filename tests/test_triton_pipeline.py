@@ -173,9 +173,9 @@ def start_in_background(base: str) -> Background:
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory) -> dict[str, Job]:
+def jobs(request, tmp_path_factory) -> dict[str, Job]:
     from tests.conftest import take_background
-    plan = _plan(take_background(__name__, start_in_background, tmp_path_factory))
+    plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     result["reads_values"] = Job(plan[-3][2])
     result["cuda:sm_100"] = Job(plan[-2][2])
