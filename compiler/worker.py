@@ -17,7 +17,7 @@ import tempfile
 import time
 import traceback
 
-from compiler import pipelines
+from compiler import dot_drawing, pipelines
 from compiler.model import JobError, Request
 from compiler.pipelines.base import Bundle, OptionError, UserError
 from compiler.pipelines.user_code import user_error
@@ -58,6 +58,7 @@ def main(argv: list[str]) -> int:
             os.environ.update(pipeline.environment(request, scratch))
         os.chdir(scratch)
         pipeline.run(request, bundle)
+        dot_drawing.add_drawings(bundle)  # Graphviz runs here, in the sandbox, never in the web process
     except UserError as e:
         bundle.finish(e.error)
         return 0

@@ -8,7 +8,7 @@ live at it is listed.
 from __future__ import annotations
 
 import json
-from html import escape
+from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 from typing import Any
 
 MAX_BLOCKS = 3000

@@ -9,7 +9,7 @@ inserted and the sharding of every instruction after propagation.
 from __future__ import annotations
 
 import json
-from html import escape
+from markupsafe import Markup, escape  # escapes anything (not only str); leaves Markup alone
 from typing import Any
 
 _PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
@@ -96,7 +96,8 @@ def device_svg(array: dict[str, Any], devices: int, cell: int = 46) -> str:
 
 def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    # Cells are text unless a caller built them as Markup: escape() leaves Markup alone.
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -125,7 +126,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
             if len(groups) > 16:
                 shown += f" ... ({len(groups)} groups)"
             rows.append([escape(c["name"]), escape(c["opcode"]), escape(c.get("shape", "")), escape(shown),
-                         str(c.get("group_size", "")), escape(_fmt_bytes(c.get("operand_bytes", 0))),
+                         escape(c.get("group_size", "")), escape(_fmt_bytes(c.get("operand_bytes", 0))),
                          escape(_fmt_bytes(c.get("result_bytes", 0))), escape(_fmt_bytes(c.get("moved_bytes", 0)))])
         out.append("<h4>Collectives the partitioner inserted</h4>")
         out.append(_table(["instruction", "op", "shape (per device)", "replica groups", "group size", "operand",
@@ -135,7 +136,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
     instrs = data.get("instructions", [])
     if instrs:
         rows = [[escape(i["computation"]), escape(i["name"]), escape(i["opcode"]), escape(i["shape"]),
-                 f'<code>{escape(i["sharding"])}</code>'] for i in instrs[:MAX_TABLE_ROWS]]
+                 Markup("<code>{}</code>").format(i["sharding"])] for i in instrs[:MAX_TABLE_ROWS]]
         out.append("<h4>Sharding of every instruction after propagation</h4>")
         out.append(_table(["computation", "instruction", "op", "shape", "sharding"], rows, "mesh-instructions"))
         if len(instrs) > MAX_TABLE_ROWS:

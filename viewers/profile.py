@@ -3,7 +3,7 @@ and kernels by self time and a timeline SVG, one row per op name, one box per ca
 from __future__ import annotations
 
 import json
-from html import escape
+from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 from typing import Any
 
 MAX_ROWS = 24
@@ -19,7 +19,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
     device = any(r.get("self_device_us") for r in rows)
     head = ("<tr><th>op or kernel</th><th>calls</th><th>self CPU µs</th><th>total CPU µs</th>"
             + ("<th>self GPU µs</th>" if device else "") + "</tr>")
-    body = "".join(f"<tr><td><code>{escape(r['name'])}</code></td><td class='num'>{r['calls']}</td>"
+    body = "".join(f"<tr><td><code>{escape(r['name'])}</code></td><td class='num'>{escape(r['calls'])}</td>"
                    f"<td class='num'>{r['self_us']:.1f}</td><td class='num'>{r['total_us']:.1f}</td>"
                    + (f"<td class='num'>{r.get('self_device_us', 0):.1f}</td>" if device else "") + "</tr>"
                    for r in rows)

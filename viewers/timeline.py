@@ -7,7 +7,7 @@ hovering shows the instruction with XLA's cost estimate where the pipeline has o
 from __future__ import annotations
 
 import json
-from html import escape
+from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 from typing import Any
 
 MAX_BOXES = 4000
