@@ -60,6 +60,14 @@ def prepare(job_dir: str, user: SandboxUser | None, disk_bytes: int) -> None:
             os.chmod(d, 0o700)
 
 
+def is_full(job_dir: str) -> bool:
+    """True when the job filled its own tmpfs (so a worker that died writing has an explanation)."""
+    if not os.path.ismount(job_dir):
+        return False
+    st = os.statvfs(job_dir)
+    return st.f_bavail * st.f_frsize < (256 << 10) or st.f_favail == 0
+
+
 def release(job_dir: str) -> None:
     """Unmount (if mounted) and remove a job directory. Never follows a link the job made."""
     _unmount(job_dir)

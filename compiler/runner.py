@@ -297,6 +297,9 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
                                             "The job was stopped and nothing of that file was stored.")
     else:
         error = _final_error(manifest, outcome)
+        if error is not None and error.kind in ("WorkerCrashed", "InternalError") and job_dirs.is_full(job_dir):
+            error = JobError("DiskLimit", f"the job filled its {config.job_disk_bytes // 2**20} MiB job directory "
+                                          "(setting job_disk_mb)")
     if outcome.output.strip():
         text = scrub_paths(outcome.output, config, job_dir)
         text += "\n[irscope: worker output cut at the output limit]\n" if outcome.output_truncated else ""

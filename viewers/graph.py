@@ -52,7 +52,7 @@ def _write(element: Element, out: list[str]) -> None:
     if tag in _ELEMENTS:
         attrs = "".join(Markup(' {}="{}"').format(Markup(name), value)
                         for name, value in ((_local(k), v) for k, v in element.attrib.items())
-                        if name in _ATTRIBUTES and not name.lower().startswith("on") and _value_ok(v))
+                        if name in _ATTRIBUTES and not name.lower().startswith("on") and _value_ok(value))
         if tag == "svg":
             attrs += ' xmlns="http://www.w3.org/2000/svg"'
         out.append(f"<{tag}{attrs}>")
