@@ -74,6 +74,8 @@ def _own_paths() -> tuple[dict[str, str], str | None]:
             continue
         if parts[0] == "0" and parts[1] == "":
             v2 = parts[2]
+            if os.path.basename(v2) == "irscope-server":  # the leaf we moved ourselves into (below)
+                v2 = os.path.dirname(v2)
         for controller in parts[1].split(","):
             v1[controller] = parts[2]
     return v1, v2
