@@ -58,7 +58,7 @@ SETTINGS: tuple[Setting, ...] = (
                                    "boundary and says so on its page."),
     Setting("max_stages", 2000, "Most stages one job may list; a job that lists more is stopped."),
     Setting("max_manifest_kb", 32768, "Largest manifest.json the runner reads from a job, in KiB."),
-    Setting("max_stage_meta_kb", 64, "Largest metadata (JSON) one stage may carry, in KiB."),
+    Setting("max_stage_meta_kb", 1024, "Largest metadata (JSON) one stage may carry, in KiB."),
     Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
     Setting("max_request_kb", 1024, "Largest HTTP request body the server accepts, in KiB (larger: 413)."),
     Setting("rate_limit", "30 per minute", "Compile requests one client (IP address) may make, as "

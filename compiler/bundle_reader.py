@@ -48,7 +48,7 @@ class BundleCaps:
     stage_bytes: int = 16 << 20
     stages: int = 2000
     job_bytes: int = 2 << 30  # all stage texts of one job together
-    meta_bytes: int = 64 << 10  # one stage's meta, as JSON
+    meta_bytes: int = 1 << 20  # one stage's meta, as JSON
     timings_bytes: int = 1 << 20
 
 
