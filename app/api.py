@@ -58,7 +58,7 @@ def stage(job_id: str, key: str):
                         "format": stage_.format, "source_map": stage_.source_map, "meta": stage_.meta})
     # Plain text the browser must not sniff into HTML, in a sandbox if it tried.
     filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in stage_.key)[:100] + ".txt"
-    return Response(text, mimetype="text/plain; charset=utf-8",
+    return Response(text, content_type="text/plain; charset=utf-8",
                     headers={"Content-Disposition": f'inline; filename="{filename}"',
                              "Content-Security-Policy": RAW_TEXT_POLICY, "X-Content-Type-Options": "nosniff"})
 

@@ -405,7 +405,7 @@ def test_planted_markup_in_every_format_is_shown_as_text(hostile):
         assert live_markup(html) == [], (name, live_markup(html))
         assert "&lt;img src=x onerror=alert(" in html or name == "svg", name
     raw = client.get(f"/api/jobs/{job['id']}/stages/planted.text")
-    assert raw.mimetype == "text/plain" and raw.headers["X-Content-Type-Options"] == "nosniff"
+    assert raw.headers["Content-Type"] == "text/plain; charset=utf-8" and raw.headers["X-Content-Type-Options"] == "nosniff"
     assert raw.headers["Content-Disposition"] == 'inline; filename="planted.text.txt"'
     assert "sandbox" in raw.headers["Content-Security-Policy"]
     _still_serving(client)
