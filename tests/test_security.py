@@ -170,6 +170,22 @@ def test_manifest_rules_without_a_sandbox():
     assert good.stages[0].key == "a.b:0/1" and good.stages[0].file == "0101.txt"
 
 
+def test_stages_pointing_at_one_big_file_stop_at_the_job_cap(tmp_path):
+    """Many stages listing one file: the runner counts every byte it reads for the job."""
+    from compiler.bundle_reader import BundleCaps, BundleReader, BundleRuleError
+    out = tmp_path / "job" / "out"
+    out.mkdir(parents=True)
+    (out / "0101.txt").write_bytes(b"y" * 4096)
+    stages = [_stage("0101.txt", key=f"s{i}") for i in range(10)]
+    (out / "manifest.json").write_text(json.dumps({"status": "done", "stages": stages}))
+    reader = BundleReader(str(tmp_path / "job"), BundleCaps(stage_bytes=8192, job_bytes=3 * 4096))
+    manifest = reader.manifest()
+    assert [len(reader.stage_text(s)) for s in manifest.stages[:3]] == [4096] * 3
+    with pytest.raises(BundleRuleError, match="add up to more than 12,288 bytes"):
+        reader.stage_text(manifest.stages[3])
+    reader.close()
+
+
 def test_known_formats_are_the_viewers_formats():
     import viewers
     from compiler.bundle_reader import KNOWN_FORMATS
