@@ -78,11 +78,11 @@ def _rule_broken(app, source: str, *phrases: str, timeout: float = 120) -> dict:
 # --- the runner treats /job/out as hostile ------------------------------------------------------
 
 @needs_bwrap
-@pytest.mark.parametrize("name", ["absolute", "dotdot", "dev_zero"])
+@pytest.mark.parametrize("name", ["absolute", "etc_shadow", "dotdot", "dev_zero"])
 def test_stage_file_outside_out_is_refused(hostile, secret, name):
     path, line = secret
     data_dir = hostile.extensions["irscope"].settings["data_dir"]
-    file = {"absolute": path, "dotdot": "../../irscope.db", "dev_zero": "/dev/zero"}[name]
+    file = {"absolute": path, "etc_shadow": "/etc/shadow", "dotdot": "../../irscope.db", "dev_zero": "/dev/zero"}[name]
     if name == "absolute":
         assert os.path.isabs(file) and os.path.exists(file)
     if name == "dotdot":
@@ -90,7 +90,7 @@ def test_stage_file_outside_out_is_refused(hostile, secret, name):
         assert os.path.exists(os.path.join(data_dir, "irscope.db"))
     job = _rule_broken(hostile, _job_writing([_stage(file)]), repr(file), r"^\d{4}\.txt$")
     stored = _all_stored_text(hostile, job["id"])
-    assert line not in stored and "SQLite format" not in stored
+    assert line not in stored and "SQLite format" not in stored and "root:" not in stored
     _still_serving(hostile.test_client())
 
 
