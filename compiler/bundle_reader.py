@@ -220,8 +220,19 @@ class BundleReader:
         self._manifest: Manifest | None = None
 
     def _dir(self) -> int | None:
+        """The fd of out/, checked on every call: a job that swaps out/ for a link or another
+        directory after the runner opened it is caught, not read around."""
         if self._dir_fd is None:
             self._dir_fd = open_out_dir(self.job_dir)
+            return self._dir_fd
+        try:
+            now = os.lstat(os.path.join(self.job_dir, "out"))
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(self._dir_fd)
+        if now is None or not stat.S_ISDIR(now.st_mode) or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            raise BundleRuleError("the job replaced its out/ directory (out/ must stay the directory the runner "
+                                  "made, not a link)")
         return self._dir_fd
 
     def manifest(self) -> Manifest | None:
