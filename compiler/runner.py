@@ -73,6 +73,9 @@ class LocalRunner:
     def start_background(self, languages: list[str], warm: bool) -> None:
         """In the background: build each language's toolchain cache (if `warm`), then start the
         spare workers, so that the spares already see the cache."""
+        if self.config.spare_workers > 0:
+            self.spares.release_stale()
+
         def work() -> None:
             for language in languages:
                 if warm:
@@ -135,6 +138,14 @@ class Spares:
         # The wall clock starts when the spare is handed a job, not while it waits for one.
         return job_dir, sandbox.Sandboxed(_worker_spec(self.config, job_dir, env, binds), self.config.limits,
                                           clock=False)
+
+    def release_stale(self) -> None:
+        """Unmount and remove spare directories a previous server process left behind (it was
+        killed before its shutdown): each is a job tmpfs nobody will use again."""
+        jobs = os.path.join(self.config.data_dir, "jobs")
+        for name in os.listdir(jobs):
+            if name.startswith("spare-"):
+                job_dirs.release(os.path.join(jobs, name))
 
     def shutdown(self) -> None:
         with self._lock:

@@ -513,3 +513,17 @@ def test_worker_log_has_no_host_paths(hostile):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert "<irscope>/compiler/__init__.py" in log and "<venv>" in log, log
     assert root not in log
+
+
+def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
+    from compiler import job_dir
+    if job_dir.can_mount_tmpfs(str(tmp_path / "probe")):
+        pytest.skip("this process cannot mount a tmpfs")
+    stale = tmp_path / "var" / "jobs" / "spare-left0behind"
+    job_dir.prepare(str(stale), None, 1 << 20)  # as a killed server leaves it: a mounted job tmpfs
+    assert os.path.ismount(stale)
+    app = make_app(tmp_path, languages="fake", spare_workers=1)
+    try:
+        assert not os.path.exists(stale)
+    finally:
+        app.extensions["irscope"].runner.shutdown()
