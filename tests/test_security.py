@@ -222,6 +222,7 @@ def test_job_runs_as_the_unprivileged_sandbox_user(hostile, secret):
               "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
               "  'ssl': sorted(os.listdir('/etc/ssl')), 'job_bytes': st.f_blocks * st.f_frsize,\n"
               "  'dev_writable': writable('/dev/evil'), 'shm_writable': writable('/dev/shm/ok'),\n"
+              "  'root_readable': os.access('/proc/1/environ', os.R_OK) or os.access('/etc/shadow', os.R_OK),\n"
               "  'status': [l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))]}))\n")
     job = compile_and_wait(client, "fake", source)
     assert job["status"] == "done", job["error"]
@@ -230,6 +231,7 @@ def test_job_runs_as_the_unprivileged_sandbox_user(hostile, secret):
     assert seen["ssl"] == ["certs"]  # no /etc/ssl/private
     assert seen["job_bytes"] == 64 * 2**20  # /job is a 64 MiB tmpfs (setting job_disk_mb)
     assert seen["dev_writable"] is False and seen["shm_writable"] is True
+    assert seen["root_readable"] is False  # bwrap's own process (root) is off limits
     assert "CapEff:\t0000000000000000\n" in seen["status"] and "CapBnd:\t0000000000000000\n" in seen["status"]
     assert "NoNewPrivs:\t1\n" in seen["status"]
 
@@ -527,3 +529,22 @@ def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
         assert not os.path.exists(stale)
     finally:
         app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_a_root_only_file_bound_into_the_sandbox_stays_unreadable(tmp_path, secret):
+    # Before: the sandbox's user was root on the host, so owner checks passed for any file bound in.
+    from compiler import sandbox
+    if os.geteuid() != 0:
+        pytest.skip("the dedicated sandbox user applies when the server runs as root")
+    path, line = secret  # root's, mode 0600
+    job = tmp_path / "job"
+    job.mkdir()
+    spec = sandbox.SandboxSpec(argv=["/bin/sh", "-c", "id -u; cat /secret; echo rc=$?"], job_dir=str(job), env={},
+                               ro_binds=[(path, "/secret")], user=sandbox.sandbox_user("irscope-sandbox"))
+    limits = sandbox.Limits(wall_s=30, cpu_s=30, memory_bytes=1 << 30, processes=20, file_bytes=1 << 20,
+                            output_bytes=1 << 16, tmp_bytes=1 << 20)
+    outcome = sandbox.run(spec, limits)
+    assert outcome.output.splitlines()[0] == str(sandbox.sandbox_user("irscope-sandbox").uid)
+    assert "Permission denied" in outcome.output and "rc=1" in outcome.output
+    assert line not in outcome.output
