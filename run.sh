@@ -2,8 +2,8 @@
 # irscope's one entry point on a fresh Debian machine with Python 3.11:
 #   ./run.sh serve [--host H] [--port P] [...]   set everything up, then start the server
 #   ./run.sh test  [pytest args]                 set everything up, then run the whole test suite
-# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz) when
-# run as root, ./.venv with the pinned packages of requirements.lock, and irscope itself.
+# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz) and the
+# sandbox user when run as root, ./.venv with the pinned packages of requirements.lock, and irscope itself.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,6 +19,13 @@ if [ ${#need_debs[@]} -gt 0 ]; then
     echo "run.sh: missing Debian packages: ${need_debs[*]}; install them with: sudo apt-get install ${need_debs[*]}" >&2
     echo "run.sh: (without bubblewrap the server refuses to run user code unless started with --insecure-no-sandbox)" >&2
   fi
+fi
+
+# Every job runs as this unprivileged user when the server runs as root (setting sandbox_user).
+sandbox_user=${IRSCOPE_SANDBOX_USER:-irscope-sandbox}
+if [ "$(id -u)" = 0 ] && [[ "$sandbox_user" != *:* ]] && ! id "$sandbox_user" >/dev/null 2>&1; then
+  echo "run.sh: creating the unprivileged user $sandbox_user that jobs run as" >&2
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$sandbox_user"
 fi
 
 PY=${PYTHON:-python3.11}

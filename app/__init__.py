@@ -8,8 +8,10 @@ from typing import Any
 
 from flask import Flask
 
+from app import http_policy
 from app import settings as settings_table
-from compiler import registry, sandbox
+from compiler import cgroups, job_dir, registry, sandbox
+from compiler.bundle_reader import BundleCaps
 from compiler.jobs import Jobs, JobsConfig
 from compiler.runner import LocalRunner, RunnerConfig
 from compiler.store import Store
@@ -34,7 +36,45 @@ def limits_from(values: dict[str, Any]) -> sandbox.Limits:
         wall_s=float(values["wall_time_limit_s"]), cpu_s=int(values["cpu_time_limit_s"]),
         memory_bytes=int(values["memory_limit_mb"]) * 2**20, processes=int(values["process_limit"]),
         file_bytes=int(values["file_size_limit_mb"]) * 2**20, output_bytes=int(values["output_limit_kb"]) * 1024,
-        tmp_bytes=int(values["tmp_size_mb"]) * 2**20)
+        tmp_bytes=int(values["tmp_size_mb"]) * 2**20, job_memory_bytes=int(values["job_memory_mb"]) * 2**20,
+        cpus=float(values["job_cpus"]), shm_bytes=int(values["shm_size_mb"]) * 2**20)
+
+
+def caps_from(values: dict[str, Any]) -> BundleCaps:
+    return BundleCaps(manifest_bytes=int(values["max_manifest_kb"]) * 1024,
+                      stage_bytes=int(values["max_stage_kb"]) * 1024, stages=int(values["max_stages"]),
+                      job_bytes=(int(values["job_disk_mb"]) or 1 << 20) * 2**20,
+                      meta_bytes=int(values["max_stage_meta_kb"]) * 1024)
+
+
+def sandbox_refusal(values: dict[str, Any]) -> tuple[sandbox.SandboxUser | None, str | None]:
+    """The host user jobs run as, and why this server must not run user code (None when it may):
+    bubblewrap missing, no unprivileged sandbox user, or a limit it cannot enforce here."""
+    if values["sandbox"] != "bwrap":
+        return None, None
+    user = None
+    if os.geteuid() == 0:
+        try:
+            user = sandbox.sandbox_user(str(values["sandbox_user"]))
+        except ValueError as e:
+            return None, f"this server will not run user code: {e}."
+    if not sandbox.bwrap_works(user):
+        return user, ("this server will not run user code: bubblewrap (bwrap) is missing or cannot create its "
+                      "namespaces here. Install it (apt-get install bubblewrap) or start the server with "
+                      "`irscope serve --insecure-no-sandbox`.")
+    missing = cgroups.missing_controllers(limits_from(values).cgroup())
+    unenforced = [f"{cgroups.LIMIT_OF[c]} (the cgroup {c} controller: {why})" for c, why in missing.items()]
+    if int(values["job_disk_mb"]) > 0:
+        why = job_dir.can_mount_tmpfs(os.path.join(values["data_dir"], "jobs", ".mount-probe"))
+        if why:
+            unenforced.append(f"job_disk_mb (mounting a tmpfs for the job directory: {why}; set it to 0 to run "
+                              "without a disk cap)")
+    if unenforced:
+        return user, ("this server will not run user code: it cannot enforce " + "; ".join(unenforced) +
+                      ". Run it as root or in a cgroup delegated to it (systemd-run --scope -p Delegate=yes, "
+                      "or a container with its own cgroup namespace), or start it with "
+                      "`irscope serve --insecure-no-sandbox`.")
+    return user, None
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -49,29 +89,30 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if not languages:
         raise ValueError(f"no known language in the languages setting {values['languages']!r}")
 
-    refusal = None
     use_bwrap = values["sandbox"] == "bwrap"
     if values["sandbox"] not in ("bwrap", "none"):
         raise ValueError(f"sandbox must be 'bwrap' or 'none', not {values['sandbox']!r}")
-    if use_bwrap and not sandbox.bwrap_works():
-        refusal = ("this server will not run user code: bubblewrap (bwrap) is missing or cannot create its "
-                   "namespaces here. Install it (apt-get install bubblewrap) or start the server with "
-                   "`irscope serve --insecure-no-sandbox`.")
+    user, refusal = sandbox_refusal(values)
 
     store = Store(values["database_url"])
     runner = LocalRunner(store, RunnerConfig(data_dir=values["data_dir"], workers=int(values["workers"]),
                                              limits=limits_from(values), use_bwrap=use_bwrap,
                                              keep_job_dirs=bool(values["keep_job_dirs"]),
                                              spare_workers=int(values["spare_workers"]),
-                                             max_stage_bytes=int(values["max_stage_kb"]) * 1024))
+                                             max_stage_bytes=int(values["max_stage_kb"]) * 1024, user=user,
+                                             job_disk_bytes=int(values["job_disk_mb"]) * 2**20 if use_bwrap else 0,
+                                             caps=caps_from(values)))
     jobs = Jobs(store, runner, JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
-                                          reuse_results=bool(values["reuse_results"])))
+                                          reuse_results=bool(values["reuse_results"]),
+                                          max_queued_jobs=int(values["max_queued_jobs"])))
     if refusal is None:
         jobs.resume_unfinished()
         runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
 
     flask_app = Flask(__name__, template_folder="../templates", static_folder="../static")
     flask_app.config["JSON_SORT_KEYS"] = False
+    flask_app.debug = False  # never the interactive debugger, whatever FLASK_DEBUG says
+    http_policy.init_app(flask_app, values)
     flask_app.extensions["irscope"] = Services(settings=values, store=store, jobs=jobs, runner=runner,
                                                sandboxed=use_bwrap, refusal=refusal)
 

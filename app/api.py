@@ -4,8 +4,9 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from app import services
+from app.http_policy import RAW_TEXT_POLICY, client_address, rate_limit
 from compiler import registry
-from compiler.jobs import RequestError
+from compiler.jobs import QueueFull, RequestError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -19,11 +20,21 @@ def compile_():
     svc = services()
     if svc.refusal:
         return _error(503, svc.refusal, "SandboxUnavailable")
+    limited = rate_limit().refuse(client_address())
+    if limited:
+        response, status = _error(429, limited[0], "RateLimited")
+        response.headers["Retry-After"] = str(limited[1])
+        return response, status
     try:
         req = svc.jobs.parse(request.get_json(silent=True))
     except RequestError as e:
         return _error(400, str(e))
-    job, known = svc.jobs.submit(req)
+    try:
+        job, known = svc.jobs.submit(req)
+    except QueueFull as e:
+        response, status = _error(429, str(e), "QueueFull")
+        response.headers["Retry-After"] = "60"
+        return response, status
     body = {"job": job.id, "url": url_for("ide.job_page", job_id=job.id), "status": job.status, "cached": known}
     return jsonify(body), (200 if known and job.finished else 202)
 
@@ -45,7 +56,11 @@ def stage(job_id: str, key: str):
     if request.args.get("format") == "json":
         return jsonify({"key": stage_.key, "title": stage_.title, "group": stage_.group, "text": text,
                         "format": stage_.format, "source_map": stage_.source_map, "meta": stage_.meta})
-    return Response(text, mimetype="text/plain; charset=utf-8")
+    # Plain text the browser must not sniff into HTML, in a sandbox if it tried.
+    filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in stage_.key)[:100] + ".txt"
+    return Response(text, content_type="text/plain; charset=utf-8",
+                    headers={"Content-Disposition": f'inline; filename="{filename}"',
+                             "Content-Security-Policy": RAW_TEXT_POLICY, "X-Content-Type-Options": "nosniff"})
 
 
 @bp.post("/shortlinks")

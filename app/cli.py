@@ -42,15 +42,25 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from app import create_app
-    app = create_app(_config(args))
-    svc = app.extensions["irscope"]
-    if svc.refusal:
-        print("irscope: " + svc.refusal, file=sys.stderr)
-    elif not svc.sandboxed:
+    """Check that user code can be run safely here, then serve with gunicorn (app/web_server.py)."""
+    from app import create_app, sandbox_refusal
+    from app import settings as settings_table
+    from app.web_server import serve as serve_http
+    config = _config(args)
+    values = settings_table.load(config)
+    os.makedirs(values["data_dir"], exist_ok=True)
+    _user, refusal = sandbox_refusal(values)
+    if refusal:
+        print("irscope: " + refusal, file=sys.stderr)
+        return 2
+    if values["sandbox"] != "bwrap":
         print("irscope: WARNING: --insecure-no-sandbox: user code runs without bubblewrap", file=sys.stderr)
-    print(f"irscope: serving on http://{args.host}:{args.port}/ (data in {svc.settings['data_dir']})", flush=True)
-    app.run(host=args.host, port=args.port, threaded=True, use_reloader=False)
+    if int(values["web_processes"]) != 1:
+        print("irscope: web_processes must be 1 with the embedded store and worker pool", file=sys.stderr)
+        return 2
+    print(f"irscope: serving on http://{args.host}:{args.port}/ (data in {values['data_dir']})", flush=True)
+    serve_http(lambda: create_app(config), args.host, args.port, int(values["web_threads"]),
+               int(values["web_processes"]))
     return 0
 
 

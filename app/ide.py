@@ -8,8 +8,9 @@ from flask import Blueprint, abort, render_template, request
 
 import viewers
 from app import services
+from app.http_policy import client_address, rate_limit
 from compiler import registry
-from compiler.jobs import RequestError
+from compiler.jobs import QueueFull, RequestError
 from compiler.store import Job
 from viewers import diff as diff_viewer
 from viewers import timings as timings_viewer
@@ -75,6 +76,9 @@ def compile_form():
     if svc.refusal:
         return render_template("_results.html", job=None, form_error=svc.refusal, groups=None,
                                poll_ms=svc.settings["poll_interval_ms"])
+    limited = rate_limit().refuse(client_address())
+    if limited:
+        return _refused(limited[0])
     language = request.form.get("language", "")
     try:
         req = svc.jobs.parse({"language": language, "source": request.form.get("source", ""),
@@ -82,11 +86,21 @@ def compile_form():
     except RequestError as e:
         return render_template("_results.html", job=None, form_error=str(e), groups=None,
                                poll_ms=svc.settings["poll_interval_ms"])
-    job, _ = svc.jobs.submit(req)
+    try:
+        job, _ = svc.jobs.submit(req)
+    except QueueFull as e:
+        return _refused(str(e))
     job = svc.store.get_job(job.id) or job
     response = render_template("_results.html", job=job, groups=_grouped(job), form_error=None,
                                poll_ms=svc.settings["poll_interval_ms"])
     return response, 200, {"HX-Push-Url": f"/j/{job.id}"}
+
+
+def _refused(sentence: str):
+    """429 with the sentence; htmx swaps only 2xx answers, so the page's own request gets 200."""
+    body = render_template("_results.html", job=None, form_error=sentence, groups=None,
+                           poll_ms=services().settings["poll_interval_ms"])
+    return body, (200 if request.headers.get("HX-Request") else 429)
 
 
 @bp.get("/j/<job_id>/bar")

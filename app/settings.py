@@ -42,15 +42,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("wall_time_limit_s", 300, "Wall-clock seconds a job may take before it is stopped."),
     Setting("cpu_time_limit_s", 600, "CPU seconds the worker process may use (RLIMIT_CPU)."),
     Setting("memory_limit_mb", 6144, "Address space of each process in the sandbox, in MiB (RLIMIT_AS)."),
+    Setting("job_memory_mb", 8192, "Memory all processes of one job may use together, in MiB, its tmpfs files "
+                                   "included (a memory cgroup; past it the kernel kills the job)."),
+    Setting("job_cpus", 2.0, "CPU cores' worth of time a job may use at once (a cgroup CPU quota)."),
     Setting("process_limit", 128, "Processes and threads a job may have at once (a pids cgroup)."),
     Setting("file_size_limit_mb", 256, "Largest file a job may write, in MiB (RLIMIT_FSIZE)."),
     Setting("tmp_size_mb", 2048, "Size of the job's private /tmp (a tmpfs), in MiB."),
+    Setting("shm_size_mb", 256, "Size of the job's private /dev/shm (a tmpfs), in MiB."),
+    Setting("job_disk_mb", 1024, "Size of the job directory (/job, a tmpfs mounted per job), in MiB; also the most "
+                                 "stage text one job may store. 0: a plain directory on the data disk, no cap."),
+    Setting("sandbox_user", "irscope-sandbox", "Unprivileged host user (name, or uid:gid) every job runs as when "
+                                               "the server runs as root; ./run.sh creates it."),
     Setting("output_limit_kb", 1024, "Captured program output and worker log kept per job, in KiB."),
     Setting("max_stage_kb", 16384, "Largest artifact kept per stage, in KiB; a larger one is cut at a line "
                                    "boundary and says so on its page."),
+    Setting("max_stages", 2000, "Most stages one job may list; a job that lists more is stopped."),
+    Setting("max_manifest_kb", 32768, "Largest manifest.json the runner reads from a job, in KiB."),
+    Setting("max_stage_meta_kb", 1024, "Largest metadata (JSON) one stage may carry, in KiB."),
     Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
+    Setting("max_request_kb", 1024, "Largest HTTP request body the server accepts, in KiB (larger: 413)."),
+    Setting("rate_limit", "30 per minute", "Compile requests one client (IP address) may make, as "
+                                           "`N per second|minute|hour`; more get 429. Empty: no limit."),
+    Setting("max_queued_jobs", 20, "Jobs that may wait for a free worker; a compile request beyond that gets 429."),
     Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
-                                   "from the store instead of compiling again."),
+                                   "from the store instead of compiling again. This tells a client whether "
+                                   "anyone compiled exactly this source before (docs/security.md)."),
     Setting("warm_toolchain_cache", True, "At start-up, run each pipeline's own warm-up job (never user code) "
                                           "to build the toolchain cache later jobs are seeded with (Inductor's "
                                           "CPU ISA probes)."),
@@ -58,6 +74,9 @@ SETTINGS: tuple[Setting, ...] = (
                                 "waiting for exactly one job (0: start every worker on demand)."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
+    Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),
+    Setting("web_processes", 1, "Web server processes; the embedded store and worker pool need exactly 1 (more "
+                                "wait for the shared broker and store)."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

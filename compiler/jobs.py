@@ -22,11 +22,16 @@ class RequestError(ValueError):
     """A request that cannot become a job (bad JSON shape, unknown language or option)."""
 
 
+class QueueFull(Exception):
+    """Too many jobs are waiting for a worker already; the sentence says so and names the setting."""
+
+
 @dataclass(frozen=True)
 class JobsConfig:
     languages: tuple[str, ...]
     max_source_bytes: int
     reuse_results: bool = True
+    max_queued_jobs: int = 0  # jobs that may wait for a worker; 0: no cap
 
 
 def _short_id(digest_hex: str, length: int) -> str:
@@ -75,6 +80,11 @@ class Jobs:
             known = self.store.find_reusable(key, DETERMINISTIC_ERROR_KINDS)
             if known is not None:
                 return known, True
+        if self.config.max_queued_jobs > 0:
+            waiting = self.store.queued_count()
+            if waiting >= self.config.max_queued_jobs:
+                raise QueueFull(f"the server is busy: {waiting} jobs are already waiting for a worker (setting "
+                                f"max_queued_jobs); try again in a minute")
         job = self.store.create_job(secrets.token_hex(6), key, request, tools)
         self.runner.submit(job)
         return job, False

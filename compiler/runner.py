@@ -19,9 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from compiler import job_dir as job_dirs
 from compiler import sandbox
+from compiler.bundle_reader import BundleCaps, BundleReader, BundleRuleError
 from compiler.model import JobError, Manifest, Stage
-from compiler.pipeline import read_manifest
 from compiler.store import Job, Store
 from compiler.toolchain import toolchain
 
@@ -31,7 +32,7 @@ _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Limit names as the sandbox reports them -> error kinds shown to the user.
 _LIMIT_KINDS = {"wall_time": "WallTimeLimit", "cpu_time": "CpuTimeLimit", "file_size": "FileSizeLimit",
-                "processes": "ProcessLimit"}
+                "processes": "ProcessLimit", "memory": "MemoryLimit"}
 
 
 class Runner(Protocol):
@@ -51,6 +52,9 @@ class RunnerConfig:
     keep_job_dirs: bool = False
     spare_workers: int = 0  # pre-started workers kept per language that can use them
     max_stage_bytes: int = 16 << 20
+    user: sandbox.SandboxUser | None = None  # the host user jobs run as (with a root server)
+    job_disk_bytes: int = 0  # size of each job's /job tmpfs; 0: a plain directory
+    caps: BundleCaps = BundleCaps()  # what the runner reads of a job's out/ at most
 
 
 class LocalRunner:
@@ -69,6 +73,9 @@ class LocalRunner:
     def start_background(self, languages: list[str], warm: bool) -> None:
         """In the background: build each language's toolchain cache (if `warm`), then start the
         spare workers, so that the spares already see the cache."""
+        if self.config.spare_workers > 0:
+            self.spares.release_stale()
+
         def work() -> None:
             for language in languages:
                 if warm:
@@ -118,24 +125,34 @@ class Spares:
                     spare = (job_dir, proc)
                 else:
                     proc.wait()
-                    shutil.rmtree(job_dir, ignore_errors=True)
+                    job_dirs.release(job_dir)
         if spare is not None:
             self.fill(language)
         return spare
 
     def _start(self, language: str) -> tuple[str, sandbox.Sandboxed]:
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
-        _prepare_job_dir(job_dir)
+        job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
         env, binds = _toolchain_binds(self.config, language, toolchain(language), worker_env(self.config))
         env["IRSCOPE_SPARE_FOR"] = language
-        return job_dir, sandbox.Sandboxed(_worker_spec(self.config, job_dir, env, binds), self.config.limits)
+        # The wall clock starts when the spare is handed a job, not while it waits for one.
+        return job_dir, sandbox.Sandboxed(_worker_spec(self.config, job_dir, env, binds), self.config.limits,
+                                          clock=False)
+
+    def release_stale(self) -> None:
+        """Unmount and remove spare directories a previous server process left behind (it was
+        killed before its shutdown): each is a job tmpfs nobody will use again."""
+        jobs = os.path.join(self.config.data_dir, "jobs")
+        for name in os.listdir(jobs):
+            if name.startswith("spare-"):
+                job_dirs.release(os.path.join(jobs, name))
 
     def shutdown(self) -> None:
         with self._lock:
             for spares in self._spares.values():
                 for job_dir, proc in spares:
                     proc.kill()
-                    shutil.rmtree(job_dir, ignore_errors=True)
+                    job_dirs.release(job_dir)
             self._spares.clear()
 
 
@@ -165,19 +182,28 @@ def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str]
     if source is None or os.path.isdir(dest):
         return False
     job_dir = os.path.join(config.data_dir, "jobs", "warmup-" + language)
-    _prepare_job_dir(job_dir)
+    job_dirs.prepare(job_dir, config.user, config.job_disk_bytes)
     _write_request(job_dir, Request(language, source, {}), versions)
     env = dict(worker_env(config), IRSCOPE_EXPORT_TOOLCHAIN_CACHE=("/job" if config.use_bwrap else job_dir) + "/toolchain")
     outcome = sandbox.run(_worker_spec(config, job_dir, env, []), config.limits)
-    manifest = read_manifest(os.path.join(job_dir, "out"))
+    reader = BundleReader(job_dir, config.caps)
+    try:
+        manifest = reader.manifest()
+    except BundleRuleError:
+        manifest = None
+    reader.close()
     built = os.path.join(job_dir, "toolchain")
-    ok = outcome.limit is None and manifest is not None and manifest.status == "done" and os.path.isdir(built)
+    ok = outcome.limit is None and manifest is not None and manifest.status == "done" and os.path.isdir(built) \
+        and not os.path.islink(built)
     if ok:
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        os.replace(built, dest)
+        # Copied, not moved: the job directory may be a tmpfs of its own. Links stay links.
+        staging = dest + ".tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(built, staging, symlinks=True)
+        os.replace(staging, dest)
     else:
         log.warning("toolchain warm-up for %s did not finish: %s", language, outcome.message or outcome.output[-500:])
-    shutil.rmtree(job_dir, ignore_errors=True)
+    job_dirs.release(job_dir)
     return ok
 
 
@@ -188,15 +214,7 @@ def _worker_spec(config: RunnerConfig, job_dir: str, env: dict[str, str],
     return sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.worker", sandbox.JOB_PLACEHOLDER],
                                job_dir=job_dir, env=env,
                                ro_paths=sandbox.python_paths() + [os.path.join(_PROJECT_ROOT, "compiler")],
-                               ro_binds=binds, use_bwrap=config.use_bwrap)
-
-
-def _prepare_job_dir(job_dir: str) -> None:
-    shutil.rmtree(job_dir, ignore_errors=True)
-    for d in (job_dir, os.path.join(job_dir, "out"), os.path.join(job_dir, "scratch")):
-        os.makedirs(d)
-        # The sandbox's user must be able to write here (it maps to the server's user, but be explicit).
-        os.chmod(d, 0o777)
+                               ro_binds=binds, use_bwrap=config.use_bwrap, user=config.user)
 
 
 def _write_request(job_dir: str, request, toolchain_versions: dict[str, str]) -> None:
@@ -234,32 +252,40 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
 
 
 def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None) -> None:
-    """Run one job to the end and store everything it produced."""
+    """Run one job to the end and store everything it produced that keeps the runner's rules."""
     spare = spares.take(job.request.language) if spares else None
     if spare is not None:
         job_dir, proc = spare
     else:
         job_dir = os.path.join(config.data_dir, "jobs", job.id)
-        _prepare_job_dir(job_dir)
+        job_dirs.prepare(job_dir, config.user, config.job_disk_bytes)
     store.set_running(job.id, "handed to a pre-started worker" if spare else "starting the sandboxed worker")
-    out_dir = os.path.join(job_dir, "out")
+    reader = BundleReader(job_dir, config.caps)
     stored: set[str] = store.stage_keys(job.id)
     last_progress = [""]
+    broken: list[str] = []  # the rule the job's output broke, if it broke one
 
     def collect() -> Manifest | None:
-        manifest = read_manifest(out_dir)
-        if manifest is None:
+        if broken:
             return None
-        for position, stage in enumerate(manifest.stages):
-            if stage.key in stored:
-                continue
-            try:
-                with open(os.path.join(out_dir, stage.file), encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-            except FileNotFoundError:
-                continue
-            store.add_stage(job.id, position, stage, text)
-            stored.add(stage.key)
+        try:
+            manifest = reader.manifest()
+            if manifest is None:
+                return None
+            for position, stage in enumerate(manifest.stages):
+                if stage.key in stored:
+                    continue
+                text = reader.stage_text(stage)
+                if text is None:
+                    continue
+                stage.size = len(text.encode("utf-8"))
+                store.add_stage(job.id, position, stage, text)
+                stored.add(stage.key)
+        except BundleRuleError as e:
+            # A hostile or broken worker: stop it now and keep nothing more of what it wrote.
+            broken.append(str(e))
+            proc.stop()
+            return None
         if manifest.progress != last_progress[0] and manifest.status == "running":
             last_progress[0] = manifest.progress
             store.set_progress(job.id, manifest.progress, manifest.timings)
@@ -272,19 +298,47 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     else:
         _write_request(job_dir, job.request, job.toolchain)
         proc.start_clock()
-    outcome = proc.wait(on_tick=collect)
-    manifest = collect() or Manifest(status="running")
-    error = _final_error(manifest, outcome)
+    try:
+        outcome = proc.wait(on_tick=collect)
+        manifest = collect() or Manifest(status="running")
+    finally:
+        reader.close()
+    if broken:
+        error = JobError("ResultRuleError", f"the job's result bundle broke a rule of the runner: {broken[0]}. "
+                                            "The job was stopped and nothing of that file was stored.")
+    else:
+        error = _final_error(manifest, outcome)
+        if error is not None and error.kind in ("WorkerCrashed", "InternalError") and job_dirs.is_full(job_dir):
+            error = JobError("DiskLimit", f"the job filled its {config.job_disk_bytes // 2**20} MiB job directory "
+                                          "(setting job_disk_mb)")
     if outcome.output.strip():
-        text = outcome.output + ("\n[irscope: worker output cut at the output limit]\n" if outcome.output_truncated else "")
+        text = scrub_paths(outcome.output, config, job_dir)
+        text += "\n[irscope: worker output cut at the output limit]\n" if outcome.output_truncated else ""
         store.add_stage(job.id, 10_000, Stage(key="worker.log", title="Worker log", group="Run", format="text",
                                               size=len(text.encode())), text)
-    timings = dict(manifest.timings)
+    timings = dict(manifest.timings) if not broken else {}
     timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none",
                       "worker": "pre-started" if spare else "started for the job"}
+    if error is not None and error.kind == "WorkerCrashed":
+        error = JobError(error.kind, scrub_paths(error.message, config, job_dir), error.line)
     store.finish_job(job.id, error, timings)
     if not config.keep_job_dirs:
-        shutil.rmtree(job_dir, ignore_errors=True)
+        job_dirs.release(job_dir)
+
+
+def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
+    """The worker's output without the host's own paths (where irscope, its data, the Python
+    install and the virtualenv live): the job sees them, but a reader of worker.log need not."""
+    names = {job_dir: "<job>", config.data_dir: "<data>", _PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
+             sys.base_prefix: "<python>", sys.exec_prefix: "<venv>"}
+    for path in list(names):
+        real = os.path.realpath(path)
+        if real != path:
+            names.setdefault(real, names[path])
+    for path in sorted(names, key=len, reverse=True):
+        if len(path) > 4:  # never "/" or "/usr"
+            text = text.replace(path, names[path])
+    return text
 
 
 def _final_error(manifest: Manifest, outcome: sandbox.Outcome) -> JobError | None:

@@ -1,15 +1,25 @@
 """Start one worker process inside a sandbox and watch it until it ends.
 
-The sandbox is bubblewrap: new user, PID, network (no interfaces but loopback), IPC, UTS and
-cgroup namespaces; a read-only view of /usr, the Python install, the virtualenv and irscope's own
-`compiler` package; a private tmpfs /tmp; the job directory as the only writable bind; no view of
-the data directory or of anything else; the environment cleared. On top of that: rlimits
-(address space, CPU seconds, file size), a process limit from a pids cgroup, a wall-clock limit
-and a cap on captured output. Each limit, when hit, is reported in words the user understands.
+The sandbox is bubblewrap: new PID, network (no interfaces but loopback), IPC, UTS and cgroup
+namespaces; a read-only view of /usr, the Python install, the virtualenv and irscope's own
+`compiler` package; a private size-capped tmpfs /tmp; a read-only /dev with a size-capped
+/dev/shm; the job directory (a size-capped tmpfs the runner mounts) as the only writable bind;
+no view of the data directory or of anything else; the environment cleared.
+
+Who the job is on the host: when the server runs as root, bubblewrap sets the sandbox up with
+root's rights and `setpriv` then drops to the dedicated unprivileged `sandbox_user` (no
+capabilities, empty bounding set, no_new_privs) before the worker starts, so a job owns nothing
+on the host but its job directory. A server that is not root runs bubblewrap in a user
+namespace, where the job is the server's own (unprivileged) user.
+
+On top of that: rlimits (address space, CPU seconds, file size), a cgroup with the pids, memory
+and cpu controllers (compiler/cgroups.py), a wall-clock limit kept by a timer of its own and a cap
+on captured output. Each limit, when hit, is reported in words the user understands.
 """
 from __future__ import annotations
 
 import os
+import pwd
 import resource
 import shutil
 import signal
@@ -17,15 +27,16 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+from compiler.cgroups import CgroupLimits, JobCgroup
+
 # The /etc files a compiler toolchain needs (the dynamic loader's cache, the alternatives that
-# /usr/bin/c++ points through, the user database for getpass). Not /etc itself: the sandbox's user
-# maps to the owner of these files, so a whole-/etc bind would expose /etc/shadow.
+# /usr/bin/c++ points through, the user database for getpass, Graphviz's fonts). Not /etc itself
+# (/etc/shadow), and of /etc/ssl only the public certificates (/etc/ssl/private holds TLS keys).
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
-              "passwd", "group", "hosts", "ssl", "ca-certificates", "mime.types")
+              "passwd", "group", "hosts", "ssl/certs", "ca-certificates", "mime.types", "fonts")
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,13 @@ class Limits:
     file_bytes: int
     output_bytes: int
     tmp_bytes: int
+    job_memory_bytes: int = 0  # memory cgroup for all the job's processes; 0: memory_bytes
+    cpus: float = 0.0  # cgroup CPU quota in cores; 0: none
+    shm_bytes: int = 64 << 20  # size of the sandbox's /dev/shm tmpfs
+
+    def cgroup(self) -> CgroupLimits:
+        return CgroupLimits(processes=self.processes, memory_bytes=self.job_memory_bytes or self.memory_bytes,
+                            cpus=self.cpus)
 
 
 @dataclass
@@ -47,9 +65,37 @@ class Outcome:
     wall_s: float
     output: str
     output_truncated: bool
-    limit: str | None = None  # short name of the limit hit: wall_time, cpu_time, file_size, processes
+    limit: str | None = None  # short name of the limit hit: wall_time, cpu_time, file_size, processes, memory
     message: str | None = None  # the user-facing sentence for it
     sandboxed: bool = True
+
+
+@dataclass(frozen=True)
+class SandboxUser:
+    """The unprivileged host user every job runs as (setting sandbox_user)."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+def sandbox_user(name: str) -> SandboxUser:
+    """Look up the sandbox user by name (or `uid:gid`). Raises ValueError with a sentence that
+    says how to make one when it does not exist or is privileged."""
+    if ":" in name and name.replace(":", "").isdigit():
+        uid, gid = (int(x) for x in name.split(":", 1))
+        user = SandboxUser(name, uid, gid)
+    else:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise ValueError(f"the sandbox user {name!r} does not exist (setting sandbox_user); create it with "
+                             f"`useradd --system --user-group --no-create-home --shell /usr/sbin/nologin {name}` "
+                             "(./run.sh does this when run as root)") from None
+        user = SandboxUser(name, entry.pw_uid, entry.pw_gid)
+    if user.uid == 0 or user.gid == 0:
+        raise ValueError(f"the sandbox user {name!r} is root (setting sandbox_user); it must be an unprivileged user")
+    return user
 
 
 JOB_PLACEHOLDER = "{job}"
@@ -58,7 +104,8 @@ JOB_PLACEHOLDER = "{job}"
 @dataclass
 class SandboxSpec:
     """What to run and what it may see. `ro_paths` are bound read-only at the same path.
-    In `argv`, the token "{job}" stands for the job directory as the worker sees it."""
+    In `argv`, the token "{job}" stands for the job directory as the worker sees it. With `user`
+    (and a root server) the job runs as that host user; without, as the caller in a user namespace."""
 
     argv: list[str]
     job_dir: str
@@ -66,20 +113,38 @@ class SandboxSpec:
     ro_paths: list[str] = field(default_factory=list)
     ro_binds: list[tuple[str, str]] = field(default_factory=list)  # (outside, inside) read-only
     use_bwrap: bool = True
+    user: SandboxUser | None = None
 
 
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def bwrap_works() -> bool:
-    """True when bubblewrap is installed and can create its namespaces on this machine."""
+def _drops_to(user: SandboxUser | None) -> bool:
+    return user is not None and os.geteuid() == 0
+
+
+def _namespace_args(user: SandboxUser | None) -> tuple[list[str], list[str]]:
+    """bwrap's namespace options, and what runs before the worker inside the sandbox."""
+    if _drops_to(user):
+        # No user namespace: bwrap (root) builds the mounts, keeps only the capabilities setpriv
+        # needs to become the sandbox user, and setpriv drops every capability on the way.
+        return (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"],
+                ["/usr/bin/setpriv", "--reuid", str(user.uid), "--regid", str(user.gid), "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"])
+    return ["--unshare-all", "--uid", "65534", "--gid", "65534"], []
+
+
+def bwrap_works(user: SandboxUser | None = None) -> bool:
+    """True when bubblewrap is installed and can create its namespaces (and drop to `user`) here."""
     path = bwrap_path()
     if not path:
         return False
-    probe = [path, "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+    namespaces, prefix = _namespace_args(user)
+    probe = [path, *namespaces, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
-             "--dev", "/dev", "--", "/bin/true"]
+             "--dev", "/dev", "--", *prefix, "/bin/true"]
     try:
         return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -94,110 +159,61 @@ def _bind_root_dirs(args: list[str]) -> None:
             args += ["--ro-bind", top, top]
 
 
+class _Parents:
+    """Directories above each bind target, made world-readable (0755) before the bind: bwrap as
+    root makes missing parents 0700, which the unprivileged sandbox user could not pass through."""
+
+    def __init__(self, args: list[str]):
+        self.args, self.made = args, {"/", "/tmp", "/usr"}
+
+    def bind(self, option: str, outside: str, inside: str) -> None:
+        parents = []
+        parent = os.path.dirname(inside)
+        while parent not in self.made and parent != os.path.dirname(parent):
+            parents.append(parent)
+            parent = os.path.dirname(parent)
+        for d in reversed(parents):
+            if d.startswith("/usr/"):
+                continue
+            self.args += ["--perms", "0755", "--dir", d]
+            self.made.add(d)
+        self.args += [option, outside, inside]
+        self.made.add(inside)
+
+
 def bwrap_argv(spec: SandboxSpec, limits: Limits) -> list[str]:
     """The bubblewrap command line for `spec` (the worker's argv follows `--`)."""
-    args = [bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--uid", "65534", "--gid", "65534", "--hostname", "irscope-sandbox",
+    namespaces, prefix = _namespace_args(spec.user)
+    args = [bwrap_path() or "bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
+            "--hostname", "irscope-sandbox",
             # /tmp first: a later bind under /tmp (a checkout in /tmp) must stay visible on top of it
-            "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+            "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
             "--ro-bind", "/usr", "/usr"]
     _bind_root_dirs(args)
+    binds = _Parents(args)
     for name in _ETC_FILES:
         path = os.path.join("/etc", name)
         if os.path.exists(path):
-            args += ["--ro-bind", path, path]
+            binds.bind("--ro-bind", path, path)
     seen: set[str] = set()
     for path in spec.ro_paths:
         real = os.path.realpath(path)
         for p in (path, real):
             if p not in seen and os.path.exists(p) and not p.startswith("/usr/"):
                 seen.add(p)
-                args += ["--ro-bind", p, p]
+                binds.bind("--ro-bind", p, p)
     for outside, inside in spec.ro_binds:
-        args += ["--ro-bind", outside, inside]
-    args += ["--proc", "/proc", "--dev", "/dev", "--bind", spec.job_dir, "/job", "--chdir", "/tmp"]
+        binds.bind("--ro-bind", outside, inside)
+    args += ["--proc", "/proc",
+             # /dev: bwrap's minimal device set, read-only, with a small private /dev/shm for
+             # multiprocessing's semaphores
+             "--dev", "/dev", "--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
+             "--remount-ro", "/dev",
+             "--bind", spec.job_dir, "/job", "--chdir", "/tmp"]
     env = dict(spec.env, IRSCOPE_WORKDIR="/tmp/work", HOME="/tmp", TMPDIR="/tmp")
     for key, value in env.items():
         args += ["--setenv", key, value]
-    return args + ["--"] + [a.replace(JOB_PLACEHOLDER, "/job") for a in spec.argv]
-
-
-class ProcessCgroup:
-    """A pids cgroup (v1 or v2) holding every process of one job, so `processes` caps forks.
-
-    RLIMIT_NPROC does not work here: it counts processes per real user, and the sandbox's user
-    maps to the server's (often root, which it exempts). Where no cgroup can be made, the limit is
-    not enforced and `available` is False (the settings page says so).
-    """
-
-    def __init__(self, limit: int):
-        self.path: str | None = None
-        for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-            if not os.path.exists(os.path.join(base, "cgroup.procs")):
-                continue
-            if base == "/sys/fs/cgroup" and not os.path.exists(os.path.join(base, "cgroup.subtree_control")):
-                continue
-            path = os.path.join(base, "irscope", uuid.uuid4().hex[:12])
-            try:
-                os.makedirs(path)
-                with open(os.path.join(path, "pids.max"), "w") as f:
-                    f.write(str(limit))
-            except OSError:
-                try:
-                    os.rmdir(path)
-                except OSError:
-                    pass
-                continue
-            self.path = path
-            break
-
-    @property
-    def available(self) -> bool:
-        return self.path is not None
-
-    def enter(self) -> None:
-        """Move the calling process into the cgroup (runs in the child before exec)."""
-        if self.path:
-            with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
-    def hit(self) -> bool:
-        """True when a fork was refused because of the limit."""
-        if not self.path:
-            return False
-        try:
-            with open(os.path.join(self.path, "pids.events")) as f:
-                return any(line.split()[0] == "max" and int(line.split()[1]) > 0 for line in f if line.strip())
-        except OSError:
-            return False
-
-    def kill_all(self) -> None:
-        if not self.path:
-            return
-        for _ in range(20):
-            try:
-                with open(os.path.join(self.path, "cgroup.procs")) as f:
-                    pids = [int(p) for p in f.read().split()]
-            except OSError:
-                return
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
-
-    def remove(self) -> None:
-        if self.path:
-            self.kill_all()
-            for _ in range(50):
-                try:
-                    os.rmdir(self.path)
-                    return
-                except OSError:
-                    time.sleep(0.05)
+    return args + ["--"] + prefix + [a.replace(JOB_PLACEHOLDER, "/job") for a in spec.argv]
 
 
 def _drain(stream, keep: int, sink: list[bytes], flag: list[bool]) -> None:
@@ -215,12 +231,14 @@ def _drain(stream, keep: int, sink: list[bytes], flag: list[bool]) -> None:
 
 
 class Sandboxed:
-    """One worker process started inside the sandbox. `wait` watches it to its end; the wall clock
-    runs from `start_clock` (a pre-started worker's clock starts when it is handed a job)."""
+    """One worker process started inside the sandbox. `wait` watches it to its end. The wall clock
+    is a timer of its own, so nothing `wait` does meanwhile can hold it up; it runs from
+    construction, or, for a pre-started worker (`clock=False`), from `start_clock` (when it is
+    handed a job)."""
 
-    def __init__(self, spec: SandboxSpec, limits: Limits):
+    def __init__(self, spec: SandboxSpec, limits: Limits, clock: bool = True):
         self.spec, self.limits = spec, limits
-        self.cgroup = cgroup = ProcessCgroup(limits.processes)
+        self.cgroup = cgroup = JobCgroup(limits.cgroup())
 
         def before_exec() -> None:
             # Runs in the child between fork and exec: limits apply to bwrap and everything under it.
@@ -228,7 +246,7 @@ class Sandboxed:
             resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
             resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if not cgroup.available:
+            if "pids" not in cgroup.dirs:
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
             cgroup.enter()
 
@@ -242,6 +260,8 @@ class Sandboxed:
             scratch = os.path.join(spec.job_dir, "scratch")
             env = dict(spec.env, IRSCOPE_WORKDIR=scratch, HOME=scratch, TMPDIR=scratch)
         self.started = time.monotonic()
+        self._timed_out = False
+        self._timer: threading.Timer | None = None
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, preexec_fn=before_exec,
                                      start_new_session=True, cwd=spec.job_dir)
@@ -250,22 +270,40 @@ class Sandboxed:
         self._reader = threading.Thread(target=_drain, args=(self.proc.stdout, limits.output_bytes, self._kept,
                                                              self._truncated), daemon=True)
         self._reader.start()
+        if clock:
+            self.start_clock()
 
     def start_clock(self) -> None:
+        """Start (or restart) the wall clock: at `limits.wall_s` the timer kills the job."""
+        if self._timer is not None:
+            self._timer.cancel()
         self.started = time.monotonic()
+        self._timer = threading.Timer(self.limits.wall_s, self._deadline)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _deadline(self) -> None:
+        if self.proc.poll() is None:
+            self._timed_out = True
+            _kill(self.proc, self.cgroup)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def stop(self) -> None:
+        """Kill every process of the job now, without waiting (`wait` then returns)."""
+        _kill(self.proc, self.cgroup)
+
     def kill(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         _kill(self.proc, self.cgroup)
         self.proc.wait()
         self.cgroup.remove()
 
     def wait(self, on_tick: Callable[[], None] | None = None, tick_s: float = 0.25) -> Outcome:
-        """Watch the process to its end under the wall-clock limit, calling `on_tick` meanwhile."""
+        """Watch the process to its end, calling `on_tick` meanwhile."""
         proc, cgroup, limits = self.proc, self.cgroup, self.limits
-        timed_out = False
         try:
             while True:
                 try:
@@ -275,23 +313,20 @@ class Sandboxed:
                     pass
                 if on_tick:
                     on_tick()
-                if time.monotonic() - self.started > limits.wall_s:
-                    timed_out = True
-                    _kill(proc, cgroup)
-                    proc.wait()
-                    break
         finally:
+            if self._timer is not None:
+                self._timer.cancel()
             if proc.poll() is None:
                 _kill(proc, cgroup)
                 proc.wait()
             cgroup.kill_all()
             self._reader.join(timeout=5)
-            processes_hit = cgroup.hit()
+            processes_hit, memory_hit = cgroup.processes_hit(), cgroup.memory_hit()
             cgroup.remove()
         output = b"".join(self._kept).decode("utf-8", "replace")
         outcome = Outcome(returncode=proc.returncode, wall_s=time.monotonic() - self.started, output=output,
                           output_truncated=self._truncated[0], sandboxed=self.spec.use_bwrap)
-        _explain(outcome, limits, timed_out, processes_hit)
+        _explain(outcome, limits, self._timed_out, processes_hit, memory_hit)
         return outcome
 
 
@@ -301,7 +336,7 @@ def run(spec: SandboxSpec, limits: Limits, on_tick: Callable[[], None] | None = 
     return Sandboxed(spec, limits).wait(on_tick, tick_s)
 
 
-def _kill(proc: subprocess.Popen, cgroup: ProcessCgroup) -> None:
+def _kill(proc: subprocess.Popen, cgroup: JobCgroup) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -309,7 +344,8 @@ def _kill(proc: subprocess.Popen, cgroup: ProcessCgroup) -> None:
     cgroup.kill_all()
 
 
-def _explain(outcome: Outcome, limits: Limits, timed_out: bool, processes_hit: bool) -> None:
+def _explain(outcome: Outcome, limits: Limits, timed_out: bool, processes_hit: bool,
+             memory_hit: bool = False) -> None:
     """Name the limit that ended the process, in the words shown to the user."""
     code = outcome.returncode
     signum = -code if code is not None and code < 0 else None
@@ -319,6 +355,10 @@ def _explain(outcome: Outcome, limits: Limits, timed_out: bool, processes_hit: b
     if timed_out:
         outcome.limit, outcome.message = "wall_time", (
             f"stopped after {limits.wall_s:g} s of wall time (setting wall_time_limit_s)")
+    elif memory_hit:
+        outcome.limit, outcome.message = "memory", (
+            f"stopped: the job's processes together used more than {limits.cgroup().memory_bytes // 2**20} MiB "
+            "of memory (setting job_memory_mb)")
     elif signum == signal.SIGXCPU or (signum == signal.SIGKILL and _cpu_exhausted(outcome, limits)):
         outcome.limit, outcome.message = "cpu_time", (
             f"stopped after {limits.cpu_s} s of CPU time (setting cpu_time_limit_s)")

@@ -149,6 +149,11 @@ class Store:
         with self._lock, self._session.begin() as s:
             s.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
 
+    def queued_count(self) -> int:
+        """Jobs waiting for a worker."""
+        with self._session() as s:
+            return s.scalar(select(func.count()).select_from(JobRow).where(JobRow.status == "queued")) or 0
+
     def unfinished_jobs(self) -> list[str]:
         with self._session() as s:
             return list(s.scalars(select(JobRow.id).where(JobRow.status.in_(("queued", "running")))))

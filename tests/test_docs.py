@@ -93,7 +93,7 @@ def emitted_error_kinds() -> set[str]:
 
 def test_api_doc_lists_every_error_kind_and_only_those():
     doc = _read("docs/api.md")
-    documented = set(re.findall(r"`([A-Z][A-Za-z]*(?:Error|Limit|Timeout|Crashed|Found|Unavailable))`", doc))
+    documented = set(re.findall(r"`([A-Z][A-Za-z]*(?:Error|Limit|Timeout|Crashed|Found|Unavailable|Full|Limited))`", doc))
     emitted = emitted_error_kinds()
     assert {"CompileTimeout", "NotFound", "WorkerCrashed", "MemoryLimit", "SandboxUnavailable"} <= emitted
     assert documented == emitted, {"undocumented": emitted - documented, "never emitted": documented - emitted}

@@ -18,10 +18,11 @@ COMPILER_PACKAGES = ("pytorch", "triton", "xla", "fake")
 # The service and the modules every compiler package may use, by rank: a module imports only
 # modules of a lower rank (so nothing runs upward and there is no cycle).
 RANKS = {
-    "compiler": 0, "compiler.model": 0, "compiler.formats": 0, "compiler.mlir_text": 0, "compiler.sandbox": 0,
+    "compiler": 0, "compiler.model": 0, "compiler.formats": 0, "compiler.mlir_text": 0, "compiler.cgroups": 0,
     "compiler.targets": 0,
-    "compiler.pipeline": 1, "compiler.store": 1, "compiler.targets.virtual_gpu": 1,
-    "compiler.user_code": 2, "compiler.graph_drawing": 2,
+    "compiler.pipeline": 1, "compiler.store": 1, "compiler.targets.virtual_gpu": 1, "compiler.sandbox": 1,
+    "compiler.bundle_reader": 1,
+    "compiler.user_code": 2, "compiler.graph_drawing": 2, "compiler.job_dir": 2,
     "compiler.registry": 3,
     "compiler.toolchain": 4,
     "compiler.runner": 5, "compiler.worker": 5,

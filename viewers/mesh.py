@@ -98,7 +98,8 @@ def device_svg(array: formats.ShardedArray, devices: int, cell: int = 46) -> str
 
 def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    # Cells are text unless a caller built them as Markup: escape() leaves Markup alone.
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 

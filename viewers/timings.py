@@ -2,7 +2,7 @@
 spread, accuracy, and every other number the pipeline measured, in a table."""
 from __future__ import annotations
 
-from html import escape
+from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 from typing import Any
 
 from compiler import formats

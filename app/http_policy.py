@@ -1,0 +1,66 @@
+"""What every HTTP response carries and what every request must keep to: security headers, the
+request-size cap, and the per-client rate limit on compiling (the `limits` library)."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from flask import Flask, jsonify, request
+from limits import parse
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+
+# No inline script or style, nothing from elsewhere, no plugins, no <base>, not framed.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                           "form-action 'self'; frame-ancestors 'none'")
+# Raw stage text: shown as text, never as a document that could run anything.
+RAW_TEXT_POLICY = "default-src 'none'; sandbox"
+
+
+class CompileRateLimit:
+    """At most `rate` compile requests per client address (a moving window, in memory: the
+    embedded server is one process)."""
+
+    def __init__(self, rate: str):
+        self.item = parse(rate) if rate.strip() else None
+        self.rate = rate.strip()
+        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    def refuse(self, client: str) -> tuple[str, int] | None:
+        """None when the client may compile now, else (the sentence saying why not, seconds to wait)."""
+        if self.item is None or self._limiter.hit(self.item, "compile", client):
+            return None
+        reset = self._limiter.get_window_stats(self.item, "compile", client).reset_time
+        wait = max(1, math.ceil(reset - time.time()))
+        return (f"too many compile requests from your address: the limit is {self.rate} "
+                f"(setting rate_limit); try again in {wait} s", wait)
+
+
+def client_address() -> str:
+    # The peer address; behind a reverse proxy that is the proxy (see docs/security.md).
+    return request.remote_addr or "unknown"
+
+
+def init_app(app: Flask, values: dict[str, Any]) -> None:
+    app.config["MAX_CONTENT_LENGTH"] = int(values["max_request_kb"]) * 1024
+    app.extensions["irscope.rate_limit"] = CompileRateLimit(str(values["rate_limit"]))
+
+    @app.after_request
+    def headers(response):
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        return response
+
+    @app.errorhandler(413)
+    def too_large(_e):
+        message = (f"the request body is larger than {values['max_request_kb']} KiB (setting max_request_kb)")
+        return jsonify({"error": {"kind": "RequestTooLarge", "message": message, "line": None}}), 413
+
+
+def rate_limit() -> CompileRateLimit:
+    from flask import current_app
+    return current_app.extensions["irscope.rate_limit"]

@@ -1,0 +1,566 @@
+"""Each exploit of issue 9 as a test: the attack fails, and the server keeps serving.
+
+Hostile jobs use the fake pipeline, whose source runs as Python in the sandboxed worker: the
+source writes its own manifest.json into /job/out (as any user code could) and ends the worker
+before the worker's own Bundle writes over it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from html.parser import HTMLParser
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text
+
+PAYLOAD = "\"'><img src=x onerror=alert('xss')><script>alert('xss')</script>"
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    app = make_app(tmp_path, languages="fake", wall_time_limit_s=30, max_stage_kb=64, max_stages=50,
+                   max_manifest_kb=256, job_disk_mb=64, max_stage_meta_kb=4)
+    yield app
+    app.extensions["irscope"].runner.shutdown()
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A host file no job may read, with a line no stage may ever contain."""
+    path = tmp_path / "secret.txt"
+    line = f"SECRET-{uuid.uuid4().hex}"
+    path.write_text(line + "\n")
+    os.chmod(path, 0o600)
+    return str(path), line
+
+
+def _job_writing(stages: list[dict], setup: str = "", manifest_extra: str = "") -> str:
+    """Source that writes `stages` as the job's manifest (after `setup`) and ends the worker."""
+    return (f"import json, os\nout = '/job/out'\n{setup}\n"
+            f"manifest = {{'status': 'done', 'stages': json.loads({json.dumps(json.dumps(stages))}), "
+            f"'timings': {{}}, 'toolchain': {{}}, 'error': None, 'progress': ''}}\n{manifest_extra}\n"
+            "with open(out + '/m.tmp', 'w') as f:\n    json.dump(manifest, f)\n"
+            "os.replace(out + '/m.tmp', out + '/manifest.json')\nos._exit(0)\n")
+
+
+def _stage(file: str, key: str = "stolen", fmt: str = "text", **extra) -> dict:
+    return {"key": key, "title": key, "group": "Run", "format": fmt, "size": 1, "file": file, "source_map": [],
+            "meta": {}, **extra}
+
+
+def _all_stored_text(app, job_id: str) -> str:
+    store = app.extensions["irscope"].store
+    job = store.get_job(job_id)
+    texts = [store.stage_text(job_id, s.key)[1] for s in job.stages]
+    return "\n".join(texts) + json.dumps(job.to_json())
+
+
+def _still_serving(client) -> None:
+    job = compile_and_wait(client, "fake", f"print('fine {uuid.uuid4().hex}')\n", timeout=120)
+    assert job["status"] == "done", job["error"]
+    assert stage_text(client, job["id"], "run.stdout").startswith("fine ")
+
+
+def _rule_broken(app, source: str, *phrases: str, timeout: float = 120) -> dict:
+    client = app.test_client()
+    job = compile_and_wait(client, "fake", source, timeout=timeout)
+    assert job["status"] == "failed"
+    assert job["error"]["kind"] == "ResultRuleError", job["error"]
+    for phrase in phrases:
+        assert phrase in job["error"]["message"], (phrase, job["error"]["message"])
+    assert "stolen" not in [s["key"] for s in job["stages"]]
+    return job
+
+
+# --- the runner treats /job/out as hostile ------------------------------------------------------
+
+@needs_bwrap
+@pytest.mark.parametrize("name", ["absolute", "etc_shadow", "dotdot", "dev_zero"])
+def test_stage_file_outside_out_is_refused(hostile, secret, name):
+    path, line = secret
+    data_dir = hostile.extensions["irscope"].settings["data_dir"]
+    file = {"absolute": path, "etc_shadow": "/etc/shadow", "dotdot": "../../irscope.db", "dev_zero": "/dev/zero"}[name]
+    if name == "absolute":
+        assert os.path.isabs(file) and os.path.exists(file)
+    if name == "dotdot":
+        _still_serving(hostile.test_client())  # the database (and its WAL) exist and hold a job
+        assert os.path.exists(os.path.join(data_dir, "irscope.db"))
+    job = _rule_broken(hostile, _job_writing([_stage(file)]), repr(file), r"^\d{4}\.txt$")
+    stored = _all_stored_text(hostile, job["id"])
+    assert line not in stored and "SQLite format" not in stored and "root:" not in stored
+    _still_serving(hostile.test_client())
+
+
+@needs_bwrap
+@pytest.mark.parametrize("target", ["secret", "/dev/zero", "/etc/shadow", "manifest"])
+def test_symlink_in_out_is_not_followed(hostile, secret, target):
+    path, line = secret
+    link_to = path if target == "secret" else target
+    if target == "manifest":
+        # the manifest itself a link to a host file
+        source = f"import os\nos.symlink({path!r}, '/job/out/manifest.json.x')\n" \
+                 "os.replace('/job/out/manifest.json.x', '/job/out/manifest.json')\nos._exit(0)\n"
+        job = _rule_broken(hostile, source, "'manifest.json' is not a regular file")
+    else:
+        setup = f"os.symlink({link_to!r}, out + '/0101.txt')"
+        job = _rule_broken(hostile, _job_writing([_stage("0101.txt")], setup), "'0101.txt' is not a regular file",
+                           "never follows links")
+    assert line not in _all_stored_text(hostile, job["id"])
+    _still_serving(hostile.test_client())
+
+
+@needs_bwrap
+def test_out_directory_replaced_by_a_link_is_refused(hostile, secret):
+    path, line = secret
+    source = (f"import os, shutil\nout = '/job/out'\nshutil.rmtree(out)\nos.symlink({os.path.dirname(path)!r}, out)\n"
+              "os._exit(0)\n")
+    job = _rule_broken(hostile, source, "replaced its out/ directory")
+    assert line not in _all_stored_text(hostile, job["id"])
+    _still_serving(hostile.test_client())
+
+
+@needs_bwrap
+def test_fifo_as_a_stage_does_not_block_the_runner(hostile):
+    # Before: the runner's open() of the FIFO blocked forever, and the job with it.
+    job = _rule_broken(hostile, _job_writing([_stage("0101.txt")], "os.mkfifo(out + '/0101.txt')"),
+                       "'0101.txt' is not a regular file", timeout=60)
+    _still_serving(hostile.test_client())
+
+
+@needs_bwrap
+def test_oversize_stage_manifest_and_stage_count_are_refused(hostile):
+    big = "with open(out + '/0101.txt', 'w') as f:\n    f.write('x' * (65 * 1024))"
+    _rule_broken(hostile, _job_writing([_stage("0101.txt")], big), "over the 65,536-byte cap")
+    many = [_stage("0101.txt", key=f"s{i}") for i in range(51)]
+    _rule_broken(hostile, _job_writing(many, "open(out + '/0101.txt', 'w').write('x')"), "51 stages",
+                 "setting max_stages")
+    _rule_broken(hostile, _job_writing([], manifest_extra="manifest['progress'] = 'p' * (300 * 1024)"),
+                 "the manifest 'manifest.json' has", "over the 262,144-byte cap")
+    _still_serving(hostile.test_client())
+
+
+@needs_bwrap
+@pytest.mark.parametrize("field, value, phrase", [
+    ("key", "<img src=x>", "is not a stage key"),
+    ("format", "html", "is not one the viewers know"),
+    ("meta", {"note": "n" * 5000}, "over the 4,096-byte cap"),
+    ("source_map", [["1", 2]], "source map must be"),
+    ("title", ["not", "a", "string"], "title must be a string"),
+])
+def test_manifest_fields_are_validated(hostile, field, value, phrase):
+    stage = _stage("0101.txt", **{field: value})
+    _rule_broken(hostile, _job_writing([stage], "open(out + '/0101.txt', 'w').write('x')"), phrase)
+
+
+def test_manifest_rules_without_a_sandbox():
+    """The same rules, on bytes: plain JSON only, no NaN, known status."""
+    from compiler.bundle_reader import BundleCaps, BundleRuleError, parse_manifest
+    caps = BundleCaps()
+    with pytest.raises(BundleRuleError, match="not valid JSON"):
+        parse_manifest(b'{"status": "done", "stages": [], "timings": {"x": NaN}}', caps)
+    with pytest.raises(BundleRuleError, match="status must be"):
+        parse_manifest(b'{"status": "hacked"}', caps)
+    with pytest.raises(BundleRuleError, match="not valid JSON"):
+        parse_manifest(b"[" * 100000 + b"]" * 100000, caps)
+    good = parse_manifest(json.dumps({"status": "running", "stages": [_stage("0101.txt", key="a.b:0/1")]}).encode(),
+                          caps)
+    assert good.stages[0].key == "a.b:0/1" and good.stages[0].file == "0101.txt"
+
+
+def test_stages_pointing_at_one_big_file_stop_at_the_job_cap(tmp_path):
+    """Many stages listing one file: the runner counts every byte it reads for the job."""
+    from compiler.bundle_reader import BundleCaps, BundleReader, BundleRuleError
+    out = tmp_path / "job" / "out"
+    out.mkdir(parents=True)
+    (out / "0101.txt").write_bytes(b"y" * 4096)
+    stages = [_stage("0101.txt", key=f"s{i}") for i in range(10)]
+    (out / "manifest.json").write_text(json.dumps({"status": "done", "stages": stages}))
+    reader = BundleReader(str(tmp_path / "job"), BundleCaps(stage_bytes=8192, job_bytes=3 * 4096))
+    manifest = reader.manifest()
+    assert [len(reader.stage_text(s)) for s in manifest.stages[:3]] == [4096] * 3
+    with pytest.raises(BundleRuleError, match="add up to more than 12,288 bytes"):
+        reader.stage_text(manifest.stages[3])
+    reader.close()
+
+
+def test_known_formats_are_the_viewers_formats():
+    import viewers
+    from compiler.bundle_reader import KNOWN_FORMATS
+    assert KNOWN_FORMATS == set(viewers.VIEWERS)
+
+
+@needs_bwrap
+def test_wall_clock_holds_while_the_runner_collects(tmp_path):
+    # A job that never ends and keeps rewriting its manifest: the wall clock is a timer of its own.
+    app = make_app(tmp_path, languages="fake", wall_time_limit_s=3)
+    try:
+        source = _job_writing([], manifest_extra="while True:\n    json.dump(manifest, open(out + '/m.tmp', 'w'))\n"
+                                                 "    os.replace(out + '/m.tmp', out + '/manifest.json')\n")
+        job = compile_and_wait(app.test_client(), "fake", source, timeout=60)
+        assert job["error"]["kind"] == "WallTimeLimit", job["error"]
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+# --- the sandbox user and the limits ------------------------------------------------------------
+
+@needs_bwrap
+def test_job_runs_as_the_unprivileged_sandbox_user(hostile, secret):
+    import pwd
+    if os.geteuid() != 0:
+        pytest.skip("the dedicated sandbox user applies when the server runs as root")
+    user = pwd.getpwnam(hostile.extensions["irscope"].settings["sandbox_user"])
+    client = hostile.test_client()
+    source = ("import os, json\n"
+              "st = os.statvfs('/job')\n"
+              "def writable(p):\n"
+              "    try:\n        open(p, 'w').close(); return True\n"
+              "    except OSError:\n        return False\n"
+              "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
+              "  'ssl': sorted(os.listdir('/etc/ssl')), 'job_bytes': st.f_blocks * st.f_frsize,\n"
+              "  'dev_writable': writable('/dev/evil'), 'shm_writable': writable('/dev/shm/ok'),\n"
+              "  'root_readable': os.access('/proc/1/environ', os.R_OK) or os.access('/etc/shadow', os.R_OK),\n"
+              "  'status': [l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))]}))\n")
+    job = compile_and_wait(client, "fake", source)
+    assert job["status"] == "done", job["error"]
+    seen = json.loads(stage_text(client, job["id"], "run.stdout"))
+    assert (seen["uid"], seen["gid"], seen["groups"]) == (user.pw_uid, user.pw_gid, [])
+    assert seen["ssl"] == ["certs"]  # no /etc/ssl/private
+    assert seen["job_bytes"] == 64 * 2**20  # /job is a 64 MiB tmpfs (setting job_disk_mb)
+    assert seen["dev_writable"] is False and seen["shm_writable"] is True
+    assert seen["root_readable"] is False  # bwrap's own process (root) is off limits
+    assert "CapEff:\t0000000000000000\n" in seen["status"] and "CapBnd:\t0000000000000000\n" in seen["status"]
+    assert "NoNewPrivs:\t1\n" in seen["status"]
+
+
+@needs_bwrap
+def test_filling_the_job_disk_stops_at_its_cap(hostile):
+    client = hostile.test_client()
+    source = "f = open('/job/scratch/fill', 'wb')\nfor i in range(200):\n    f.write(b'x' * 2**20)\n    f.flush()\n"
+    job = compile_and_wait(client, "fake", source)
+    assert job["status"] == "failed"
+    # the worker cannot even write its manifest any more: the runner says why
+    assert job["error"] == {"kind": "DiskLimit", "line": None,
+                            "message": "the job filled its 64 MiB job directory (setting job_disk_mb)"}
+    _still_serving(client)
+
+
+@needs_bwrap
+def test_memory_of_all_processes_is_capped_by_the_cgroup(tmp_path):
+    # Each process stays under its 2 GiB address-space rlimit; together they pass job_memory_mb.
+    app = make_app(tmp_path, languages="fake", memory_limit_mb=2048, job_memory_mb=300, wall_time_limit_s=60)
+    try:
+        source = ("import os, time\n"
+                  "for i in range(4):\n"
+                  "    if os.fork() == 0:\n"
+                  "        block = bytearray(150 * 2**20)\n"
+                  "        time.sleep(30)\n"
+                  "        os._exit(0)\n"
+                  "for i in range(4):\n"
+                  "    os.wait()\n")
+        job = compile_and_wait(app.test_client(), "fake", source, timeout=90)
+        assert job["status"] == "failed"
+        assert job["error"]["kind"] == "MemoryLimit", job["error"]
+        assert job["error"]["message"] == ("stopped: the job's processes together used more than 300 MiB of memory "
+                                           "(setting job_memory_mb)")
+        _still_serving(app.test_client())
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_cgroup_carries_the_cpu_quota_and_limits():
+    from compiler import cgroups
+    group = cgroups.JobCgroup(cgroups.CgroupLimits(processes=33, memory_bytes=123 * 2**20, cpus=1.5))
+    try:
+        if group.missing:
+            pytest.skip(f"this machine cannot make job cgroups: {group.errors}")
+        cpu, pids, memory = group.dirs["cpu"], group.dirs["pids"], group.dirs["memory"]
+        if os.path.exists(os.path.join(cpu, "cpu.max")):
+            assert open(os.path.join(cpu, "cpu.max")).read().split() == ["150000", "100000"]
+            assert open(os.path.join(memory, "memory.max")).read().strip() == str(123 * 2**20)
+        else:
+            assert open(os.path.join(cpu, "cpu.cfs_quota_us")).read().strip() == "150000"
+            assert open(os.path.join(memory, "memory.limit_in_bytes")).read().strip() == str(123 * 2**20)
+        assert open(os.path.join(pids, "pids.max")).read().strip() == "33"
+    finally:
+        group.remove()
+    assert not any(os.path.exists(d) for d in group.dirs.values())
+
+
+def test_refuses_to_run_code_where_a_limit_cannot_be_enforced(tmp_path, monkeypatch):
+    from compiler import cgroups
+    monkeypatch.setattr(cgroups, "missing_controllers", lambda limits: {"memory": "not delegated"})
+    app = make_app(tmp_path)
+    svc = app.extensions["irscope"]
+    assert "cannot enforce job_memory_mb (the cgroup memory controller: not delegated)" in svc.refusal
+    r = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"})
+    assert r.status_code == 503 and "job_memory_mb" in r.get_json()["error"]["message"]
+    from app import cli
+    monkeypatch.setenv("IRSCOPE_DATA_DIR", str(tmp_path / "serve"))
+    assert cli.main(["serve", "--port", "1"]) == 2  # refuses to start
+
+
+# --- the page: every viewer escapes -------------------------------------------------------------
+
+class _LiveMarkup(HTMLParser):
+    """Collects markup a browser would act on: elements and attributes a payload could create."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[str] = []
+        self._script = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("img", "iframe", "object", "embed", "foreignobject", "image", "use"):
+            self.found.append(f"<{tag}>")
+        if tag == "a" and any(n in ("href", "xlink:href") and v and not v.startswith(("/", "#")) for n, v in attrs):
+            self.found.append(f"<a {attrs}>")
+        for name, value in attrs:
+            if name.startswith("on"):
+                self.found.append(f"{tag} {name}=")
+            if value and value.replace(" ", "").lower().startswith("javascript:"):
+                self.found.append(f"{tag} {name}={value}")
+        self._script = tag == "script"
+
+    def handle_data(self, data):
+        if self._script and "xss" in data:
+            self.found.append("<script>" + data)
+
+    def handle_endtag(self, tag):
+        self._script = False
+
+
+def live_markup(html: str) -> list[str]:
+    parser = _LiveMarkup()
+    parser.feed(html)
+    return parser.found
+
+
+def _planted(t):
+    """A value of msgspec type `t` with the payload in every string it holds (keys included)."""
+    import msgspec.inspect as mi
+    if isinstance(t, mi.StructType):
+        return {f.encode_name: _planted(f.type) for f in t.fields}
+    if isinstance(t, mi.StrType):
+        return PAYLOAD
+    if isinstance(t, mi.BoolType):
+        return True
+    if isinstance(t, mi.IntType):
+        return 1
+    if isinstance(t, mi.FloatType):
+        return 1.0
+    if isinstance(t, mi.ListType):
+        return [_planted(t.item_type), _planted(t.item_type)]  # ranges are [start, stop] pairs
+    if isinstance(t, mi.DictType):
+        return {_planted(t.key_type): _planted(t.value_type)}
+    if isinstance(t, mi.UnionType):
+        return _planted(next(x for x in t.types if not isinstance(x, mi.NoneType)))
+    raise AssertionError(f"no planted value for {t}")
+
+
+def _planted_artifacts() -> dict[str, str]:
+    """One artifact per format (compiler/formats.py), with the payload in every field its viewer shows."""
+    import msgspec.inspect as mi
+    from compiler import formats
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" onload="alert(\'xss\')">'
+           '<a xlink:href="javascript:alert(\'xss\')" href="&#106;avascript:alert(\'xss\')"><text>t</text></a>'
+           '<script>alert(\'xss\')</script><foreignObject><img src="x" onerror="alert(\'xss\')"/></foreignObject>'
+           '<rect style="fill:url(https://evil.example/x)" fill="url(https://evil.example/y)"/>'
+           '<image href="https://evil.example/z.png"/><g><title>' + PAYLOAD.replace("<", "&lt;") + '</title></g></svg>')
+    texts = {}
+    for name, fmt in formats.FORMATS.items():
+        if fmt.schema is not None:
+            texts[name] = json.dumps(_planted(mi.type_info(fmt.schema)))
+        elif fmt.svg:
+            texts[name] = svg
+        else:
+            texts[name] = PAYLOAD + "\n" + PAYLOAD
+    texts["dot"] = 'digraph G { a [label="x" URL="\\"><img src=x onerror=alert(1)>"]; a -> b; }\n'
+    return texts
+
+
+def test_every_viewer_escapes_planted_markup():
+    import viewers
+    from compiler import formats
+    artifacts = _planted_artifacts()
+    assert set(artifacts) == set(viewers.VIEWERS)
+    for fmt, text in artifacts.items():
+        html = viewers.render(fmt, text, {"source_map": [[1, 1]], "note": PAYLOAD})
+        assert live_markup(html) == [], (fmt, live_markup(html))
+        assert "could not read this artifact" not in html, (fmt, html[:300])  # drawn, not fallen back
+        if formats.get(fmt).schema is not None:
+            assert "&lt;img src=x onerror=alert(" in html, fmt  # shown, as text
+    # malformed data falls back to text, also escaped
+    html = viewers.render("profile", json.dumps({"table": [{"name": PAYLOAD, "calls": 1, "self_us": PAYLOAD,
+                                                            "total_us": 1}]}), {})
+    assert html.startswith('<pre class="code">') and "&lt;img src=x onerror=alert(" in html
+    assert live_markup(html) == []
+
+
+def test_graphviz_url_attributes_do_not_survive_the_drawing():
+    import viewers
+    from compiler import graph_drawing
+    dot = ('digraph G { a [label="a" URL="&#106;avascript:alert(1)" href="javascript:alert(2)" tooltip="t"]; '
+           'b [label="\\"><img src=x onerror=alert(3)>" URL="https://evil.example/"]; a -> b; }\n')
+    import graphviz
+    raw = graphviz.Source(graph_drawing.strip_external(dot)).pipe(format="svg", encoding="utf-8")
+    assert "<a " in raw and "evil.example" in raw  # Graphviz makes links of them
+    fmt, svg, why = graph_drawing.draw(dot)
+    assert fmt == "svg", why
+    html = viewers.render("svg", svg, {})
+    assert html.count('class="node"') == 2
+    assert live_markup(html) == [] and "evil.example" not in html and "<a" not in html
+    assert "&lt;img src=x onerror=alert(3)&gt;" in html  # the label is still there, as text
+
+
+@needs_bwrap
+def test_planted_markup_in_every_format_is_shown_as_text(hostile):
+    artifacts = _planted_artifacts()
+    files = "".join(f"open(out + '/{n + 101:04d}.txt', 'w').write({text!r})\n"
+                    for n, text in enumerate(artifacts.values()))
+    stages = [_stage(f"{n + 101:04d}.txt", key=f"planted.{fmt}", fmt=fmt, title=PAYLOAD, group=PAYLOAD[:60],
+                     meta={"note": PAYLOAD, "diff_with": PAYLOAD}, source_map=[[1, 1]])
+              for n, (fmt, text) in enumerate(artifacts.items())]
+    timings = f"manifest['timings'] = {{'compile': {{'source': {PAYLOAD!r}, {PAYLOAD!r}: 1.0}}, {PAYLOAD!r}: {{{PAYLOAD!r}: {PAYLOAD!r}}}}}"
+    client = hostile.test_client()
+    job = compile_and_wait(client, "fake", _job_writing(stages, files, timings))
+    assert job["status"] == "done", job["error"]
+    assert {s["key"] for s in job["stages"]} >= {f"planted.{fmt}" for fmt in artifacts}
+    pages = {"page": f"/j/{job['id']}", "bar": f"/j/{job['id']}/bar", "timings": f"/j/{job['id']}/timings"}
+    for fmt in artifacts:
+        pages[fmt] = f"/j/{job['id']}/stage/{quote('planted.' + fmt, safe='')}"
+    for name, url in pages.items():
+        response = client.get(url)
+        assert response.status_code == 200, name
+        html = response.get_data(as_text=True)
+        assert live_markup(html) == [], (name, live_markup(html))
+        assert "&lt;img src=x onerror=alert(" in html or name == "svg", name
+    raw = client.get(f"/api/jobs/{job['id']}/stages/planted.text")
+    assert raw.headers["Content-Type"] == "text/plain; charset=utf-8" and raw.headers["X-Content-Type-Options"] == "nosniff"
+    assert raw.headers["Content-Disposition"] == 'inline; filename="planted.text.txt"'
+    assert "sandbox" in raw.headers["Content-Security-Policy"]
+    _still_serving(client)
+
+
+# --- the web layer ------------------------------------------------------------------------------
+
+def test_every_response_has_the_security_headers(tmp_path):
+    app = make_app(tmp_path, languages="fake")
+    try:
+        client = app.test_client()
+        for url in ("/", "/api/languages", "/api/jobs/nope", "/static/ide.css"):
+            response = client.get(url)
+            csp = response.headers["Content-Security-Policy"]
+            assert "'unsafe-inline'" not in csp and "default-src 'self'" in csp, url
+            assert "object-src 'none'" in csp and "base-uri 'none'" in csp and "frame-ancestors 'none'" in csp
+            assert response.headers["X-Content-Type-Options"] == "nosniff", url
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_request_body_cap(tmp_path):
+    app = make_app(tmp_path, languages="fake", max_request_kb=4)
+    try:
+        r = app.test_client().post("/api/compile", data=b"{" + b" " * 8192 + b"}",
+                                   headers={"Content-Type": "application/json"})
+        assert r.status_code == 413
+        assert r.get_json()["error"]["message"] == "the request body is larger than 4 KiB (setting max_request_kb)"
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_per_client_rate_limit(tmp_path):
+    app = make_app(tmp_path, languages="fake", rate_limit="2 per minute")
+    try:
+        client = app.test_client()
+        body = {"language": "nope", "source": ""}
+        assert [client.post("/api/compile", json=body).status_code for _ in range(2)] == [400, 400]
+        r = client.post("/api/compile", json=body)
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert r.get_json()["error"]["message"].startswith(
+            "too many compile requests from your address: the limit is 2 per minute (setting rate_limit); try again in ")
+        form = client.post("/compile", data={"language": "fake", "source": "x = 1"})
+        assert form.status_code == 429 and "setting rate_limit" in form.get_data(as_text=True)
+        other = client.post("/api/compile", json=body, environ_base={"REMOTE_ADDR": "10.9.9.9"})
+        assert other.status_code == 400  # another client is not limited
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_queue_cap(tmp_path):
+    from compiler.model import Request
+    app = make_app(tmp_path, languages="fake", max_queued_jobs=1)
+    try:
+        svc = app.extensions["irscope"]
+        svc.store.create_job("waiting0001", "k", Request("fake", "x = 1", {}), {})  # a job no worker took yet
+        r = app.test_client().post("/api/compile", json={"language": "fake", "source": "y = 2"})
+        assert r.status_code == 429
+        assert r.get_json()["error"] == {"kind": "QueueFull", "line": None, "message": (
+            "the server is busy: 1 jobs are already waiting for a worker (setting max_queued_jobs); "
+            "try again in a minute")}
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_debugger_is_never_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLASK_DEBUG", "1")
+    app = make_app(tmp_path, languages="fake")
+    try:
+        assert app.debug is False
+
+        @app.get("/boom")
+        def boom():
+            raise RuntimeError("internal detail")
+        r = app.test_client().get("/boom")
+        assert r.status_code == 500 and "internal detail" not in r.get_data(as_text=True)
+        assert "Traceback" not in r.get_data(as_text=True)
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_worker_log_has_no_host_paths(hostile):
+    client = hostile.test_client()
+    # written straight to the worker's stderr (fd 2), not to the program output the pipeline captures
+    job = compile_and_wait(client, "fake", "import os, sys, compiler\n"
+                                           "os.write(2, (compiler.__file__ + ' ' + sys.prefix + '\\n').encode())\n")
+    log = stage_text(client, job["id"], "worker.log")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert "<irscope>/compiler/__init__.py" in log and "<venv>" in log, log
+    assert root not in log
+
+
+def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
+    from compiler import job_dir
+    if job_dir.can_mount_tmpfs(str(tmp_path / "probe")):
+        pytest.skip("this process cannot mount a tmpfs")
+    stale = tmp_path / "var" / "jobs" / "spare-left0behind"
+    job_dir.prepare(str(stale), None, 1 << 20)  # as a killed server leaves it: a mounted job tmpfs
+    assert os.path.ismount(stale)
+    app = make_app(tmp_path, languages="fake", spare_workers=1)
+    try:
+        assert not os.path.exists(stale)
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_a_root_only_file_bound_into_the_sandbox_stays_unreadable(tmp_path, secret):
+    # Before: the sandbox's user was root on the host, so owner checks passed for any file bound in.
+    from compiler import sandbox
+    if os.geteuid() != 0:
+        pytest.skip("the dedicated sandbox user applies when the server runs as root")
+    path, line = secret  # root's, mode 0600
+    job = tmp_path / "job"
+    job.mkdir()
+    spec = sandbox.SandboxSpec(argv=["/bin/sh", "-c", "id -u; cat /secret; echo rc=$?"], job_dir=str(job), env={},
+                               ro_binds=[(path, "/secret")], user=sandbox.sandbox_user("irscope-sandbox"))
+    limits = sandbox.Limits(wall_s=30, cpu_s=30, memory_bytes=1 << 30, processes=20, file_bytes=1 << 20,
+                            output_bytes=1 << 16, tmp_bytes=1 << 20)
+    outcome = sandbox.run(spec, limits)
+    assert outcome.output.splitlines()[0] == str(sandbox.sandbox_user("irscope-sandbox").uid)
+    assert "Permission denied" in outcome.output and "rc=1" in outcome.output
+    assert line not in outcome.output
