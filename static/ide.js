@@ -258,5 +258,7 @@
         if (navigator.clipboard) { navigator.clipboard.writeText(url).catch(function () {}); }
       });
   });
-  refresh();
+  // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);
+  // the first refresh may click a tab, so it waits for that.
+  document.addEventListener("DOMContentLoaded", refresh);
 })();

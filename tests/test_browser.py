@@ -167,6 +167,9 @@ def tab_keys(page) -> list[str]:
         .map(e => e.dataset.key || e.value)""")
 
 
+_compiled: set[tuple[str, str]] = set()  # (language, source) this module's server has compiled
+
+
 def mark_no_reload(page) -> None:
     page.evaluate("() => { window.__sameDocument = true; }")
 
@@ -181,6 +184,7 @@ def compile_in_page(page, language: str, source: str | None = None) -> str:
     page.goto(f"/?language={language}")
     if source is not None:
         set_editor(page, source)
+    _compiled.add((language, editor_text(page)))
     mark_no_reload(page)
     page.click("#compile")
     assert wait_finished(page) in ("done", "failed")
@@ -206,6 +210,73 @@ def raw_stage(page, job_id: str, key: str) -> dict:
 
 
 # --- tests -----------------------------------------------------------------------------------------
+_WATCH_STREAM = """() => {
+  window.__stream = {events: []};
+  const t0 = performance.now();
+  const seen = new Set();
+  new MutationObserver(() => {
+    const state = document.querySelector('#results .status .state');
+    const status = state ? state.dataset.status : null;
+    const tabs = Array.from(document.querySelectorAll('#results .stage-tabs [role=tab]'));
+    for (const tab of tabs) {
+      if (seen.has(tab.dataset.key)) continue;
+      seen.add(tab.dataset.key);
+      window.__stream.events.push({key: tab.dataset.key, status: status, ms: performance.now() - t0});
+      if (tab.dataset.key.startsWith('dynamo.fx_graph') && !window.__stream.picked) {
+        // the user picks a stage the moment the graph shows: later tabs must leave it open and focused
+        const source = document.querySelector('#results .stage-tabs [role=tab][data-key="source"]');
+        source.focus(); source.click();
+        window.__stream.picked = {status: status, tabs: tabs.length};
+      }
+    }
+    if (status && status !== window.__stream.lastStatus) {
+      window.__stream.lastStatus = status;
+      window.__stream.events.push({status: status, ms: performance.now() - t0});
+    }
+  }).observe(document.getElementById('results'), {childList: true, subtree: true, attributes: true});
+}"""
+
+
+def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
+    page = watched.page
+    # The example, unless this server compiled it already (then the store would answer at once):
+    # run first, this test pays the example's one real compile for the whole module.
+    source = pipelines.get("pytorch").example
+    if ("pytorch", source) in _compiled:
+        source += f"\n# streamed in the browser test at {time.time_ns()}\n"
+    _compiled.add(("pytorch", source))
+    page.goto("/?language=pytorch")
+    set_editor(page, source)
+    mark_no_reload(page)
+    page.evaluate(_WATCH_STREAM)
+    page.click("#compile")
+    assert wait_finished(page) == "done"
+    assert still_same_document(page)
+    stream = page.evaluate("() => window.__stream")
+    events = stream["events"]
+    fx = next(e for e in events if e.get("key", "").startswith("dynamo.fx_graph"))
+    done = next(e for e in events if e.get("status") == "done" and "key" not in e)
+    assert fx["status"] == "running", events
+    assert fx["ms"] < done["ms"]
+    # the status line named the phase while the job ran
+    assert any(e.get("status") == "running" for e in events)
+    # the stage the user picked stayed open and focused while more tabs arrived
+    assert stream["picked"]["status"] == "running"
+    keys = tab_keys(page)
+    assert len(keys) > stream["picked"]["tabs"]
+    page.wait_for_selector('#pane .artifact[data-key="source"]')
+    assert page.evaluate("() => document.activeElement.dataset.key") == "source"
+    assert page.get_attribute("#pane .artifact", "data-key") == "source"
+    report = {"first_tab_ms": round(events[0]["ms"]), "fx_graph_tab_ms": round(fx["ms"]),
+              "done_ms": round(done["ms"]), "stages": len(keys) - 1,
+              "tabs_while_running": sum(1 for e in events if "key" in e and e["status"] == "running")}
+    (shots / "streaming.json").write_text(json.dumps(report, indent=1))
+    print("streaming:", report)
+    # the bar built while the job ran is the bar a reload draws
+    page.reload()
+    assert tab_keys(page) == keys
+
+
 def test_page_runs_under_the_strict_policy_and_violations_are_caught(watched):
     page = watched.page
     response = page.goto("/")
@@ -227,6 +298,7 @@ def test_example_compiles_and_shows_stages_without_reload(watched, language, sho
     page = watched.page
     page.goto(f"/?language={language}")
     assert editor_text(page) == pipelines.get(language).example
+    _compiled.add((language, pipelines.get(language).example))
     mark_no_reload(page)
     page.click("#compile")
     page.wait_for_selector("#results .status .state")  # the job bar replaced the hint
@@ -272,8 +344,10 @@ def test_every_stage_opens_with_its_content(watched, language):
             shown = body.inner_text()
             first = next((line.strip() for line in stage["text"].splitlines() if line.strip()), "")
             assert first[:60] in shown, (key, first[:60], shown[:300])
+            # one numbered line per line of the artifact (a final newline may or may not make one)
+            count = len(stage["text"].split("\n"))
             lines = page.locator("#pane .artifact-body pre.code .ln").count()
-            assert lines == min(len(stage["text"].split("\n")), 20000), key
+            assert lines in (min(count, 20000), min(count - stage["text"].endswith("\n"), 20000)), key
     open_stage(page, "timings")
     assert page.locator("#pane .timings-view svg, #pane .timings-view table").count() >= 1
 
@@ -306,16 +380,17 @@ def test_diff_with_previous_pass(watched):
     page = watched.page
     job_id = compile_in_page(page, "hlo")
     api = page.request.get(f"/api/jobs/{job_id}").json()
-    # a pass snapshot with a predecessor that differs from it
+    # a pass snapshot whose predecessor differs from it (many passes change nothing)
     candidate = None
     for s in api["stages"]:
         if s["format"] != "hlo":
             continue
-        meta = raw_stage(page, job_id, s["key"])["meta"]
-        if meta.get("diff_with"):
-            candidate = (s["key"], meta["diff_with"])
+        stage = raw_stage(page, job_id, s["key"])
+        previous = stage["meta"].get("diff_with")
+        if previous and raw_stage(page, job_id, previous)["text"] != stage["text"]:
+            candidate = (s["key"], previous)
             break
-    assert candidate, "no pass snapshot with diff_with"
+    assert candidate, "no pass snapshot that changed the module"
     key, previous = candidate
     open_stage(page, key)
     page.click('#pane .artifact-head a:text("diff with previous")')
@@ -344,20 +419,25 @@ def test_share_opens_a_permalink_with_the_same_stages(watched):
 
 def test_failing_job_marks_its_error_line_in_the_editor(watched):
     page = watched.page
-    source = "import torch\n\ndef model(x):\n    return x +\n\nexample_inputs = (torch.ones(2),)\n"
-    compile_in_page(page, "pytorch", source)
+    example = pipelines.get("hlo").example
+    bad = example.replace("ROOT add = f32[] add(lhs, rhs)", "ROOT add = f32[] add(lhs, rhs")
+    line = next(n for n, text in enumerate(bad.splitlines(), start=1) if "add(lhs, rhs" in text)
+    compile_in_page(page, "hlo", bad)
     assert status(page) == "failed"
-    assert "SyntaxError" in page.inner_text("#results .error-box") and "at line 4" in page.inner_text("#results .error-box")
-    info = page.evaluate("() => { const cm = document.querySelector('.CodeMirror').CodeMirror; const i = cm.lineInfo(3);"
-                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers && i.gutterMarkers['error-gutter'])}; }")
+    box = page.inner_text("#results .error-box")
+    assert "SyntaxError" in box and f"at line {line}" in box
+    info = page.evaluate("(n) => { const cm = document.querySelector('.CodeMirror').CodeMirror; const i = cm.lineInfo(n);"
+                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers && i.gutterMarkers['error-gutter'])}; }",
+                         line - 1)
     assert "error-line" in info["bg"] and info["gutter"]
-    others = page.evaluate("() => { const cm = document.querySelector('.CodeMirror').CodeMirror; let n = 0;"
-                           " for (let l = 0; l < cm.lineCount(); l++) { if ((cm.lineInfo(l).bgClass || '').includes('error-line')) n++; }"
-                           " return n; }")
-    assert others == 1
+    marked = page.evaluate("() => { const cm = document.querySelector('.CodeMirror').CodeMirror; const out = [];"
+                           " for (let l = 0; l < cm.lineCount(); l++) {"
+                           "   if ((cm.lineInfo(l).bgClass || '').includes('error-line')) out.push(l + 1); }"
+                           " return out; }")
+    assert marked == [line]
     # the line number in the error box puts the cursor on that line
     page.click("#results .error-box .goto-line")
-    assert page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getCursor().line") == 3
+    assert page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getCursor().line") == line - 1
 
 
 def test_switching_language_swaps_the_example_and_options(watched):
@@ -419,66 +499,3 @@ def test_keyboard_alone_compiles_and_moves_between_stages(watched):
     # only the focused tab is in the Tab order
     assert page.evaluate("() => Array.from(document.querySelectorAll('#results .stage-tabs [role=tab], "
                          "#results .stage-tabs .stage-select')).filter(e => e.tabIndex === 0).length") == 1
-
-
-_WATCH_STREAM = """() => {
-  window.__stream = {events: []};
-  const t0 = performance.now();
-  const seen = new Set();
-  new MutationObserver(() => {
-    const state = document.querySelector('#results .status .state');
-    const status = state ? state.dataset.status : null;
-    const tabs = Array.from(document.querySelectorAll('#results .stage-tabs [role=tab]'));
-    for (const tab of tabs) {
-      if (seen.has(tab.dataset.key)) continue;
-      seen.add(tab.dataset.key);
-      window.__stream.events.push({key: tab.dataset.key, status: status, ms: performance.now() - t0});
-      if (tab.dataset.key.startsWith('dynamo.fx_graph') && !window.__stream.picked) {
-        // the user picks a stage the moment the graph shows: later tabs must leave it open and focused
-        const source = document.querySelector('#results .stage-tabs [role=tab][data-key="source"]');
-        source.focus(); source.click();
-        window.__stream.picked = {status: status, tabs: tabs.length};
-      }
-    }
-    if (status && status !== window.__stream.lastStatus) {
-      window.__stream.lastStatus = status;
-      window.__stream.events.push({status: status, ms: performance.now() - t0});
-    }
-  }).observe(document.getElementById('results'), {childList: true, subtree: true, attributes: true});
-}"""
-
-
-def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
-    page = watched.page
-    # a model no other test compiles, so the job really runs
-    source = pipelines.get("pytorch").example + f"\n# streamed in the browser test at {time.time_ns()}\n"
-    page.goto("/?language=pytorch")
-    set_editor(page, source)
-    mark_no_reload(page)
-    page.evaluate(_WATCH_STREAM)
-    page.click("#compile")
-    assert wait_finished(page) == "done"
-    assert still_same_document(page)
-    stream = page.evaluate("() => window.__stream")
-    events = stream["events"]
-    fx = next(e for e in events if e.get("key", "").startswith("dynamo.fx_graph"))
-    done = next(e for e in events if e.get("status") == "done" and "key" not in e)
-    assert fx["status"] == "running", events
-    assert fx["ms"] < done["ms"]
-    # the status line named the phase while the job ran
-    assert any(e.get("status") == "running" for e in events)
-    # the stage the user picked stayed open and focused while more tabs arrived
-    assert stream["picked"]["status"] == "running"
-    keys = tab_keys(page)
-    assert len(keys) > stream["picked"]["tabs"]
-    page.wait_for_selector('#pane .artifact[data-key="source"]')
-    assert page.evaluate("() => document.activeElement.dataset.key") == "source"
-    assert page.get_attribute("#pane .artifact", "data-key") == "source"
-    report = {"first_tab_ms": round(events[0]["ms"]), "fx_graph_tab_ms": round(fx["ms"]),
-              "done_ms": round(done["ms"]), "stages": len(keys) - 1,
-              "tabs_before_done": sum(1 for e in events if "key" in e and e["ms"] < done["ms"])}
-    (shots / "streaming.json").write_text(json.dumps(report, indent=1))
-    print("streaming:", report)
-    # the bar built while the job ran is the bar a reload draws
-    page.reload()
-    assert tab_keys(page) == keys
