@@ -190,11 +190,12 @@
     }
   }
   function showErrorLine() {
+    // true when the error line changed (the editor's marks then need painting again)
     var err = document.querySelector("#results .error-box[data-error-line]");
     var line = err ? parseInt(err.dataset.errorLine, 10) : NaN;
     var was = errorLine;
     errorLine = isNaN(line) ? null : line;
-    if (was === errorLine) { return; }
+    if (was === errorLine) { return false; }
     editor.clearGutter("error-gutter");
     if (errorLine) {
       var marker = document.createElement("span");
@@ -203,10 +204,12 @@
       editor.setGutterMarker(errorLine - 1, "error-gutter", marker);
       editor.scrollIntoView({line: errorLine - 1, ch: 0}, 80);
     }
+    return true;
   }
-  function refresh() {
-    showErrorLine();
-    paintPane();
+  function refresh(paneChanged) {
+    // After every swap; the editor's line colours are painted again only when a pane or the
+    // error line changed, not on each poll of a running job.
+    if (showErrorLine() || paneChanged) { paintPane(); }
     markActive();
     var bar = document.getElementById("job-bar");
     var share = document.getElementById("share");
@@ -228,8 +231,9 @@
   });
   document.body.addEventListener("htmx:afterSettle", function (e) {
     var target = e.detail.target;
-    if (target && target.id === "results") { opened = false; activeKey = null; errorLine = -1; }
-    refresh();
+    var results = target && target.id === "results";
+    if (results) { opened = false; activeKey = null; errorLine = -1; }
+    refresh(results || !!(target && target.closest && target.closest(".pane")));
     if (focusedKey && (document.activeElement === document.body || !document.activeElement)) {
       // a group that became a list took the focused tab with it: give the focus to the list
       var item = barItems().filter(function (i) {
@@ -260,5 +264,5 @@
   });
   // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);
   // the first refresh may click a tab, so it waits for that.
-  document.addEventListener("DOMContentLoaded", refresh);
+  document.addEventListener("DOMContentLoaded", function () { refresh(true); });
 })();

@@ -350,6 +350,7 @@ def test_every_stage_opens_with_its_content(watched, language):
             assert lines in (min(count, 20000), min(count - stage["text"].endswith("\n"), 20000)), key
     open_stage(page, "timings")
     assert page.locator("#pane .timings-view svg, #pane .timings-view table").count() >= 1
+    print(f"{language}: opened {len(keys)} stages and the timings")
 
 
 def test_open_beside_and_hover_links_lines_across_panes(watched):

@@ -112,7 +112,9 @@ def test_updates_send_only_new_tabs_and_grow_the_bar_in_place(app, client):
     assert 'id="poll-j1"' in body and "hx-trigger" not in body.split('id="poll-j1"')[1].split(">")[0]
 
 
-def test_updates_for_unknown_job_or_bad_since(client):
+def test_updates_for_unknown_job_or_bad_since(app, client):
     assert client.get("/j/nope/updates?since=0").status_code == 404
-    body = client.post("/api/compile", json={"language": "fake", "source": "x = 1\n"}).get_json()
-    assert client.get(f"/j/{body['job']}/updates?since=zero").status_code == 400
+    _queued(app.extensions["irscope"].store, "b1")
+    assert client.get("/j/b1/updates?since=zero").status_code == 400
+    # a since beyond what the job has is taken as "everything"
+    assert _next_poll(client.get("/j/b1/updates?since=99").get_data(as_text=True))[0] == 0
