@@ -140,7 +140,8 @@
   function openFromList(select) {
     activeKey = select.value; opened = true;
     var pane = document.getElementById("pane");
-    htmx.ajax("GET", select.options[select.selectedIndex].dataset.url, {target: pane, swap: "innerHTML"});
+    // the list's hx-sync queues this behind a stage still loading, like a tab's click
+    htmx.ajax("GET", select.options[select.selectedIndex].dataset.url, {source: select, target: pane, swap: "innerHTML"});
     pane.setAttribute("aria-label", select.options[select.selectedIndex].textContent);
     markActive();
   }
