@@ -173,22 +173,30 @@
     // Opens one stage by itself, once per job shown; never replaces a pane already chosen.
     var pane = document.getElementById("pane");
     if (opened || !pane || pane.querySelector(".artifact")) { return; }
-    var tabs = Array.prototype.slice.call(document.querySelectorAll("#results .stage-tabs [role=tab]"));
+    // every stage on offer: tabs, and entries of the lists that large groups become
+    var offered = Array.prototype.slice.call(document.querySelectorAll(
+      "#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=''])"));
+    function keyOf(el) { return el.dataset.key || el.value; }
     var pick = null;
     preferred.some(function (p) {
-      pick = tabs.filter(function (t) { return t.dataset.key.indexOf(p) === 0; })[0];
+      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0; })[0];
       return pick;
     });
     var status = jobStatus();
     if (!pick && (status === "done" || status === "failed")) {
-      pick = tabs.filter(function (t) { return t.dataset.key !== "source"; })[0] || tabs[0];
+      pick = offered.filter(function (el) { return keyOf(el) !== "source"; })[0] || offered[0];
     }
-    if (pick) {
-      opened = true;
-      activeKey = pick.dataset.key;
+    if (!pick) { return; }
+    opened = true;
+    activeKey = keyOf(pick);
+    if (pick.tagName === "OPTION") {
+      var select = pick.closest("select");
+      select.value = activeKey;
+      openFromList(select);
+    } else {
       htmx.trigger(pick, "click");
-      markActive();
     }
+    markActive();
   }
   function showErrorLine() {
     // true when the error line changed (the editor's marks then need painting again)

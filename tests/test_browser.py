@@ -497,6 +497,15 @@ def test_keyboard_alone_compiles_and_moves_between_stages(watched):
     page.keyboard.press("ArrowLeft")  # wraps to the end: the Timings tab
     page.wait_for_selector("#pane .timings-view")
     assert page.evaluate("() => document.activeElement.dataset.key") == "timings"
+    # quick presses: the pane ends on the stage that has the focus, whatever order loads finish in
+    page.keyboard.press("Home")
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    focused = page.evaluate("() => document.activeElement.dataset.key")
+    assert focused == tab_keys(page)[3]
+    page.wait_for_selector(f'#pane .artifact[data-key="{focused}"]')
+    page.wait_for_load_state("networkidle")
+    assert page.get_attribute("#pane .artifact", "data-key") == focused
     # only the focused tab is in the Tab order
     assert page.evaluate("() => Array.from(document.querySelectorAll('#results .stage-tabs [role=tab], "
                          "#results .stage-tabs .stage-select')).filter(e => e.tabIndex === 0).length") == 1
