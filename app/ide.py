@@ -60,10 +60,10 @@ def render_ide(job: Job | None = None, link_id: str | None = None, language: str
     langs = _languages()
     current = pipelines.get(job.request.language if job else (language or langs[0].key))
     options = dict(job.request.options) if job else {o.name: o.default for o in current.options}
+    bar = _bar_context(job) if job else {"job": None}
     return render_template("ide.html", languages=langs, current=current, options=options,
-                           source=job.request.source if job else current.example,
-                           link_id=link_id, refusal=services().refusal,
-                           examples={p.key: p.example for p in langs}, **(_bar_context(job) if job else {"job": None}))
+                           source=job.request.source if job else current.example, link_id=link_id,
+                           refusal=services().refusal, examples={p.key: p.example for p in langs}, **bar)
 
 
 @bp.get("/")

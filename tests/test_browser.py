@@ -373,8 +373,8 @@ def test_open_beside_and_hover_links_lines_across_panes(watched):
         hot = page.eval_on_selector_all(f"{pane} .ln.hot", "els => els.map(e => e.dataset.srcs)")
         assert hot and all(src in srcs.split() for srcs in hot), (pane, src, hot)
     # and the editor lights the same source line
-    assert page.evaluate(f"() => document.querySelector('.CodeMirror').CodeMirror.findMarksAt({{line: {int(src) - 1}, ch: 0}})"
-                         ".some(m => m.className === 'hot-line')")
+    assert page.evaluate("(n) => document.querySelector('.CodeMirror').CodeMirror.findMarksAt({line: n, ch: 0})"
+                         ".some(m => m.className === 'hot-line')", int(src) - 1)
 
 
 def test_diff_with_previous_pass(watched):
@@ -427,9 +427,8 @@ def test_failing_job_marks_its_error_line_in_the_editor(watched):
     assert status(page) == "failed"
     box = page.inner_text("#results .error-box")
     assert "SyntaxError" in box and f"at line {line}" in box
-    info = page.evaluate("(n) => { const cm = document.querySelector('.CodeMirror').CodeMirror; const i = cm.lineInfo(n);"
-                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers && i.gutterMarkers['error-gutter'])}; }",
-                         line - 1)
+    info = page.evaluate("(n) => { const i = document.querySelector('.CodeMirror').CodeMirror.lineInfo(n);"
+                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers || {})['error-gutter']}; }", line - 1)
     assert "error-line" in info["bg"] and info["gutter"]
     marked = page.evaluate("() => { const cm = document.querySelector('.CodeMirror').CodeMirror; const out = [];"
                            " for (let l = 0; l < cm.lineCount(); l++) {"
