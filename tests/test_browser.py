@@ -21,6 +21,8 @@ from urllib.parse import quote
 import pytest
 
 from compiler import pipelines
+from compiler.model import Request, Stage
+from compiler.store import Store
 from tests.conftest import needs_bwrap
 
 CHROMIUM = os.environ.get("IRSCOPE_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -54,9 +56,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server_data(tmp_path_factory):
+    """The server's data directory (its SQLite store is shared with the tests that write to it)."""
+    return tmp_path_factory.mktemp("browser-data")
+
+
+@pytest.fixture(scope="module")
+def server(server_data):
     port = _free_port()
-    data = tmp_path_factory.mktemp("browser-data")
+    data = server_data
     env = dict(os.environ, IRSCOPE_DATA_DIR=str(data), IRSCOPE_LANGUAGES=",".join(LANGUAGES),
                IRSCOPE_WORKERS="2", IRSCOPE_SPARE_WORKERS="0", IRSCOPE_WARM_TOOLCHAIN_CACHE="false",
                IRSCOPE_POLL_INTERVAL_MS="250")
@@ -250,6 +258,8 @@ def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
     mark_no_reload(page)
     page.evaluate(_WATCH_STREAM)
     page.click("#compile")
+    page.wait_for_selector('#results [role=tab][data-key^="dynamo.fx_graph"]', timeout=JOB_TIMEOUT_MS)
+    page.screenshot(path=str(shots / "pytorch-streaming.png"))  # most likely still running; nothing depends on it
     assert wait_finished(page) == "done"
     assert still_same_document(page)
     stream = page.evaluate("() => window.__stream")
@@ -275,6 +285,70 @@ def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
     # the bar built while the job ran is the bar a reload draws
     page.reload()
     assert tab_keys(page) == keys
+
+
+def _add_stage(store: Store, job_id: str, position: int, key: str, group: str) -> None:
+    text = f"{key}: line one\nline two\n"
+    store.add_stage(job_id, position, Stage(key=key, title=key, group=group, format="text", size=len(text)), text)
+
+
+def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
+    """Stages written to the store by someone else (as a worker on another machine would) reach an
+    open job page: the queue position, the phase, new tabs and new list entries, each step waited
+    for in the page, while the stage the user opened stays open and keeps the focus."""
+    page = watched.page
+    store = Store(f"sqlite:///{server_data}/irscope.db")
+    stamp = str(time.time_ns())[-8:]
+    ahead, job = "ahead" + stamp, "live" + stamp
+    for job_id in (ahead, job):
+        store.create_job(job_id, "synthetic-" + job_id, Request("pytorch", "x = 1\ny = 2\n", {}), {"irscope": "test"})
+    page.goto(f"/j/{job}")
+    mark_no_reload(page)
+    page.wait_for_selector("#results .status .progress.queue:text('position 2 in the queue (1 ahead)')")
+    store.set_running(ahead, "importing torch")
+    page.wait_for_selector("#results .status .progress.queue:text('position 1 in the queue (next to start)')")
+    store.set_running(job, "importing torch")
+    page.wait_for_selector("#results .status .state[data-status=running]")
+    page.wait_for_selector("#results .status .progress:text('importing torch')")
+
+    _add_stage(store, job, 0, "source", "Source")
+    page.click('#results [role=tab][data-key="source"]')
+    page.wait_for_selector('#pane .artifact[data-key="source"]')
+    for n in range(2):
+        _add_stage(store, job, 1 + n, f"dynamo.graph:{n}", "Dynamo")
+    store.set_progress(job, "compiling (Dynamo, AOTAutograd, Inductor)")
+    page.wait_for_selector('#results [role=tab][data-key="dynamo.graph:1"]')
+    page.wait_for_selector("#results .status .progress:text('compiling (Dynamo, AOTAutograd, Inductor)')")
+    assert page.evaluate("() => document.activeElement.dataset.key") == "source"
+    assert page.get_attribute("#pane .artifact", "data-key") == "source"
+
+    # a group that grows past twelve stages becomes a list, and the focus goes with its stage
+    for n in range(12):
+        _add_stage(store, job, 3 + n, f"kernel.k{n:02d}", "Kernels")
+    page.wait_for_selector('#results [role=tab][data-key="kernel.k11"]')
+    page.click('#results [role=tab][data-key="kernel.k03"]')
+    page.wait_for_selector('#pane .artifact[data-key="kernel.k03"]')
+    _add_stage(store, job, 15, "kernel.k12", "Kernels")
+    page.wait_for_selector(f"#grp-{job}-kernels-list")
+    assert page.evaluate("() => document.activeElement.matches('.stage-select') && document.activeElement.value") \
+        == "kernel.k03"
+    _add_stage(store, job, 16, "kernel.k13", "Kernels")
+    page.wait_for_selector(f'#grp-{job}-kernels-list option[value="kernel.k13"]', state="attached")
+    assert page.inner_text(f"#grp-{job}-kernels-count") == "14"
+    assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
+    assert page.evaluate("() => document.activeElement.value") == "kernel.k03"
+
+    store.finish_job(job, None, {"job": {"wall_s": 1.0, "sandbox": "none"}})
+    page.wait_for_selector("#results .status .state[data-status=done]")
+    page.wait_for_selector('#results [role=tab][data-key="timings"]')
+    assert page.locator(f"#poll-{job}[hx-trigger]").count() == 0  # a finished job is asked no more
+    assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
+    assert still_same_document(page)
+    keys = tab_keys(page)
+    assert keys == ["source", "dynamo.graph:0", "dynamo.graph:1"] + [f"kernel.k{n:02d}" for n in range(14)] + ["timings"]
+    page.reload()
+    assert tab_keys(page) == keys
+    store.finish_job(ahead, None, {})
 
 
 def test_page_runs_under_the_strict_policy_and_violations_are_caught(watched):
