@@ -25,7 +25,7 @@ from compiler.model import Request, Stage
 from compiler.store import Store
 from tests.conftest import needs_bwrap
 
-CHROMIUM = os.environ.get("IRSCOPE_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
