@@ -492,6 +492,20 @@ def test_share_opens_a_permalink_with_the_same_stages(watched):
     page.wait_for_selector("#pane .artifact")  # a stage opens by itself on the permalink page too
 
 
+def test_back_after_compile_loads_a_working_page(watched):
+    page = watched.page
+    compile_in_page(page, "stablehlo")
+    page.go_back()
+    page.wait_for_url("**/?language=stablehlo")
+    page.wait_for_selector(".CodeMirror")
+    assert page.locator(".CodeMirror").count() == 1
+    assert editor_text(page) == pipelines.get("stablehlo").example
+    page.go_forward()
+    page.wait_for_url("**/j/*")
+    page.wait_for_selector("#pane .artifact")
+    assert page.locator(".CodeMirror").count() == 1
+
+
 def test_failing_job_marks_its_error_line_in_the_editor(watched):
     page = watched.page
     example = pipelines.get("hlo").example
