@@ -2,14 +2,17 @@
 # irscope's one entry point on a fresh Debian machine with Python 3.11:
 #   ./run.sh serve [--host H] [--port P] [...]   set everything up, then start the server
 #   ./run.sh test  [pytest args]                 set everything up, then run the whole test suite
-# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz) and the
-# sandbox user when run as root, ./.venv with the pinned packages of requirements.lock, and irscope itself.
+# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz, and
+# chromium for the browser tests) and the sandbox user when run as root, ./.venv with the pinned
+# packages of requirements.lock, and irscope itself.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need_debs=()
 command -v bwrap >/dev/null 2>&1 || need_debs+=(bubblewrap)
 command -v dot >/dev/null 2>&1 || need_debs+=(graphviz)
+# The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
+[ -x /usr/bin/chromium ] || need_debs+=(chromium)
 if [ ${#need_debs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "run.sh: installing Debian packages: ${need_debs[*]}" >&2
@@ -17,7 +20,8 @@ if [ ${#need_debs[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_debs[@]}" >/dev/null
   else
     echo "run.sh: missing Debian packages: ${need_debs[*]}; install them with: sudo apt-get install ${need_debs[*]}" >&2
-    echo "run.sh: (without bubblewrap the server refuses to run user code unless started with --insecure-no-sandbox)" >&2
+    echo "run.sh: (without bubblewrap the server refuses to run user code unless started with --insecure-no-sandbox;" >&2
+    echo "run.sh:  without chromium the browser tests are skipped)" >&2
   fi
 fi
 

@@ -1,7 +1,9 @@
 """The IDE page and the htmx partials it swaps in."""
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections import OrderedDict
 
 from flask import Blueprint, abort, render_template, request
@@ -23,22 +25,46 @@ def _languages() -> list:
     return [registry.get(key) for key in services().jobs.config.languages]
 
 
-def _grouped(job: Job) -> "OrderedDict[str, list]":
+# A group with more stages than this (pass snapshots, kernels) is one list instead of a wall of tabs.
+MAX_TABS_PER_GROUP = 12
+
+
+def _grouped(stages: list) -> "OrderedDict[str, list]":
     groups: "OrderedDict[str, list]" = OrderedDict()
-    for stage in job.stages:
+    for stage in stages:
         groups.setdefault(stage.group, []).append(stage)
     return groups
+
+
+@bp.app_template_filter("slug")
+def _slug(group: str) -> str:
+    """An id-safe name for a stage group (ids of the tab bar's OOB swap targets)."""
+    return re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-") or "group"
+
+
+def _bar_context(job: Job) -> dict:
+    """What _job_bar.html and its parts need besides the job."""
+    svc = services()
+    position = svc.store.queue_position(job.id) if job.status == "queued" else None
+    return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.settings["poll_interval_ms"],
+            "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP}
+
+
+def _version(job: Job, position: int | None) -> str:
+    """A short digest of what the status line shows and how many stages exist: the page sends it
+    back with each poll, and an unchanged job is answered with 204 No Content."""
+    state = json.dumps([job.status, job.progress, position, len(job.stages), bool(job.timings)])
+    return hashlib.sha256(state.encode()).hexdigest()[:12]
 
 
 def render_ide(job: Job | None = None, link_id: str | None = None, language: str | None = None):
     langs = _languages()
     current = registry.get(job.request.language if job else (language or langs[0].key))
     options = dict(job.request.options) if job else {o.name: o.default for o in current.options}
+    bar = _bar_context(job) if job else {"job": None}
     return render_template("ide.html", languages=langs, current=current, options=options,
-                           source=job.request.source if job else current.example, job=job,
-                           groups=_grouped(job) if job else None, link_id=link_id,
-                           poll_ms=services().settings["poll_interval_ms"], refusal=services().refusal,
-                           examples={p.key: p.example for p in langs})
+                           source=job.request.source if job else current.example, link_id=link_id,
+                           refusal=services().refusal, examples={p.key: p.example for p in langs}, **bar)
 
 
 @bp.get("/")
@@ -74,8 +100,7 @@ def _form_options(language: str) -> dict:
 def compile_form():
     svc = services()
     if svc.refusal:
-        return render_template("_results.html", job=None, form_error=svc.refusal, groups=None,
-                               poll_ms=svc.settings["poll_interval_ms"])
+        return render_template("_results.html", job=None, form_error=svc.refusal)
     limited = rate_limit().refuse(client_address())
     if limited:
         return _refused(limited[0])
@@ -84,32 +109,52 @@ def compile_form():
         req = svc.jobs.parse({"language": language, "source": request.form.get("source", ""),
                               "options": _form_options(language) if language in svc.jobs.config.languages else {}})
     except RequestError as e:
-        return render_template("_results.html", job=None, form_error=str(e), groups=None,
-                               poll_ms=svc.settings["poll_interval_ms"])
+        return render_template("_results.html", job=None, form_error=str(e))
     try:
         job, _ = svc.jobs.submit(req)
     except QueueFull as e:
         return _refused(str(e))
     job = svc.store.get_job(job.id) or job
-    response = render_template("_results.html", job=job, groups=_grouped(job), form_error=None,
-                               poll_ms=svc.settings["poll_interval_ms"])
+    response = render_template("_results.html", form_error=None, **_bar_context(job))
     return response, 200, {"HX-Push-Url": f"/j/{job.id}"}
 
 
 def _refused(sentence: str):
     """429 with the sentence; htmx swaps only 2xx answers, so the page's own request gets 200."""
-    body = render_template("_results.html", job=None, form_error=sentence, groups=None,
-                           poll_ms=services().settings["poll_interval_ms"])
+    body = render_template("_results.html", job=None, form_error=sentence)
     return body, (200 if request.headers.get("HX-Request") else 429)
 
 
-@bp.get("/j/<job_id>/bar")
-def job_bar(job_id: str):
-    """The status line and stage tabs; polled while the job runs."""
+@bp.get("/j/<job_id>/updates")
+def job_updates(job_id: str):
+    """What changed since the page last asked: the status line, the tabs of stages the page does
+    not have yet (appended out of band, so open panes, focus and the tabs already there stay as
+    they are) and, once the job ends, its error and timings. `since` is how many stages the page
+    has; `v` the version it last saw. The main answer is the next poller (none once finished)."""
     job = services().store.get_job(job_id)
     if job is None:
-        abort(404)
-    return render_template("_job_bar.html", job=job, groups=_grouped(job), poll_ms=services().settings["poll_interval_ms"])
+        abort(404, f"no job {job_id!r}")
+    try:
+        since = min(max(int(request.args.get("since", "0")), 0), len(job.stages))
+    except ValueError:
+        abort(400, "since must be a number of stages")
+    context = _bar_context(job)
+    if since == len(job.stages) and request.args.get("v") == context["version"]:
+        return "", 204
+    before = _grouped(job.stages[:since])
+    changes = []  # (kind, group name, all stages of the group, stages new to the page)
+    for group, new in _grouped(job.stages[since:]).items():
+        every = context["groups"][group]
+        if group not in before:
+            kind = "group"
+        elif len(before[group]) <= MAX_TABS_PER_GROUP < len(every):
+            kind = "regroup"  # just became a list: the group is drawn again
+        elif len(every) > MAX_TABS_PER_GROUP:
+            kind = "options"
+        else:
+            kind = "tabs"
+        changes.append((kind, group, every, new))
+    return render_template("_job_updates.html", changes=changes, **context)
 
 
 @bp.get("/j/<job_id>/stage/<path:key>")
@@ -138,7 +183,7 @@ def timings_pane(job_id: str):
     job = services().store.get_job(job_id)
     if job is None:
         abort(404)
-    return f'<div class="artifact timings-view">{timings_viewer.render(job.timings)}</div>'
+    return f'<div class="artifact timings-view" data-key="timings">{timings_viewer.render(job.timings)}</div>'
 
 
 @bp.get("/options/")

@@ -8,8 +8,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event,
-                        func, select, update)
+from sqlalchemy import (JSON, DateTime, ForeignKey, Integer, LargeBinary, String, Text, and_, create_engine,
+                        event, func, or_, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -83,6 +83,10 @@ class Job:
                 "timings": self.timings, "toolchain": self.toolchain, "request": self.request.to_json()}
 
 
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
 class Store:
     def __init__(self, url: str):
         connect_args = {"check_same_thread": False, "timeout": 30} if url.startswith("sqlite") else {}
@@ -100,9 +104,10 @@ class Store:
 
     # --- jobs -------------------------------------------------------------------------------
     def create_job(self, job_id: str, cache_key: str, request: Request, toolchain: dict[str, str]) -> Job:
+        # `created` to the microsecond (the server default has whole seconds): it orders the queue.
         with self._lock, self._session.begin() as s:
             s.add(JobRow(id=job_id, cache_key=cache_key, language=request.language, request=request.to_json(),
-                         toolchain=toolchain, status="queued", timings={}))
+                         toolchain=toolchain, status="queued", timings={}, created=_utc_now()))
         return Job(id=job_id, cache_key=cache_key, request=request, status="queued", toolchain=toolchain)
 
     def find_reusable(self, cache_key: str, reusable_errors: frozenset[str]) -> Job | None:
@@ -143,7 +148,7 @@ class Store:
     def finish_job(self, job_id: str, error: JobError | None, timings: dict[str, Any]) -> None:
         self._update(job_id, status="failed" if error else "done", progress="",
                      error=error.to_json() if error else None, timings=timings,
-                     finished=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+                     finished=_utc_now())
 
     def _update(self, job_id: str, **values: Any) -> None:
         with self._lock, self._session.begin() as s:
@@ -153,6 +158,18 @@ class Store:
         """Jobs waiting for a worker."""
         with self._session() as s:
             return s.scalar(select(func.count()).select_from(JobRow).where(JobRow.status == "queued")) or 0
+
+    def queue_position(self, job_id: str) -> int | None:
+        """1 for the next queued job to start, 2 for the one after it, ...; None unless `job_id` is
+        queued. Counted in the store, so every web process and worker machine sees the same queue."""
+        with self._session() as s:
+            row = s.get(JobRow, job_id)
+            if row is None or row.status != "queued":
+                return None
+            ahead = s.scalar(select(func.count()).select_from(JobRow).where(
+                JobRow.status == "queued",
+                or_(JobRow.created < row.created, and_(JobRow.created == row.created, JobRow.id < row.id))))
+            return int(ahead or 0) + 1
 
     def unfinished_jobs(self) -> list[str]:
         with self._session() as s:

@@ -1,15 +1,25 @@
-/* The IDE's behaviour: the editor, compile on Ctrl+Enter, stage tabs, source-line linking, share. */
+/* The IDE's behaviour: the editor, compile on Ctrl+Enter, the stage tab bar (a WAI-ARIA tablist),
+   live updates of a running job, source-line linking, share. No inline script anywhere: the page's
+   data comes from the JSON block #irscope-data, so it runs under a strict Content-Security-Policy. */
 (function () {
   "use strict";
+  var data = JSON.parse(document.getElementById("irscope-data").textContent);
   var form = document.getElementById("compile-form");
   var textarea = document.getElementById("source");
   var languageSelect = document.getElementById("language");
   var editor = CodeMirror.fromTextArea(textarea, {
     lineNumbers: true, mode: textarea.dataset.mode || "python", indentUnit: 4,
     gutters: ["CodeMirror-linenumbers", "error-gutter"],
-    extraKeys: {"Ctrl-Enter": compile, "Cmd-Enter": compile, Tab: function (cm) { cm.replaceSelection("    "); }}
+    extraKeys: {
+      "Ctrl-Enter": compile, "Cmd-Enter": compile,
+      Tab: function (cm) { cm.replaceSelection("    "); },
+      // Tab indents inside the editor, so Esc is the keyboard's way out of it (then Tab moves on).
+      Esc: function (cm) { cm.getInputField().blur(); }
+    }
   });
-  var activeKey = null, markedLines = [], errorLine = null, hotLines = [];
+  var activeKey = null;      // the stage open in #pane
+  var opened = false;        // a stage was opened (by the user or by autoOpen) for the job shown
+  var markedLines = [], errorLine = null, hotLines = [];
 
   function compile() { htmx.trigger(form, "submit"); }
   document.addEventListener("keydown", function (e) {
@@ -23,7 +33,7 @@
 
   languageSelect.addEventListener("change", function () {
     var option = languageSelect.options[languageSelect.selectedIndex];
-    var examples = window.IRSCOPE.examples;
+    var examples = data.examples;
     var current = editor.getValue().trim();
     var isExample = !current || Object.keys(examples).some(function (k) { return examples[k].trim() === current; });
     editor.setOption("mode", option.dataset.mode || "python");
@@ -86,8 +96,11 @@
     }
     var go = e.target.closest && e.target.closest(".goto-line");
     if (go) { e.preventDefault(); var n = parseInt(go.dataset.line, 10); editor.setCursor({line: n - 1, ch: 0}); editor.focus(); }
-    var tab = e.target.closest && e.target.closest(".stage-tabs .tab");
-    if (tab) { e.preventDefault(); activeKey = tab.dataset.key; markActive(); }
+    var tab = e.target.closest && e.target.closest(".stage-tabs [role=tab]");
+    if (tab) {
+      activeKey = tab.dataset.key; opened = true; markActive();
+      document.getElementById("pane").setAttribute("aria-label", tab.textContent.trim());
+    }
   });
   editor.getWrapperElement().addEventListener("mousemove", function (e) {
     var pos = editor.coordsChar({left: e.clientX, top: e.clientY}, "window");
@@ -95,62 +108,155 @@
   });
   editor.on("cursorActivity", function () { lightSource(editor.getCursor().line + 1, true); });
 
-  // --- tabs, errors, progress ------------------------------------------------------------------
-  var preferred = ["inductor.output_code", "triton.ptx", "xla.optimized", "dynamo.fx_graph", "fake.lines"];
+  // --- the tab bar: one tablist; tabs and stage lists are one roving-focus row -----------------
+  function tabBar() { return document.querySelector("#results .stage-tabs"); }
+  function barItems() {
+    var bar = tabBar();
+    return bar ? Array.prototype.slice.call(bar.querySelectorAll("[role=tab], .stage-select")) : [];
+  }
+  function hasKey(select, key) {
+    return Array.prototype.some.call(select.options, function (o) { return o.value === key; });
+  }
   function markActive() {
-    document.querySelectorAll(".stage-tabs .tab").forEach(function (t) {
-      t.classList.toggle("active", t.dataset.key === activeKey);
+    var items = barItems(), stop = null;
+    items.forEach(function (item) {
+      var isActive = item.matches(".stage-select") ? hasKey(item, activeKey) : item.dataset.key === activeKey;
+      if (item.matches(".stage-select")) {
+        if (!isActive || item.value !== activeKey) { item.value = isActive ? activeKey : ""; }
+      } else {
+        item.setAttribute("aria-selected", isActive ? "true" : "false");
+      }
+      item.classList.toggle("active", isActive);
+      if (isActive && !stop) { stop = item; }
     });
-    document.querySelectorAll(".stage-tabs .stage-select").forEach(function (s) {
-      var has = Array.prototype.some.call(s.options, function (o) { return o.value === activeKey; });
-      s.value = has ? activeKey : "";
-      s.classList.toggle("active", has);
-    });
+    // exactly one member of the row is reachable with Tab: the open stage's, else the first
+    stop = stop || items[0];
+    items.forEach(function (item) { item.tabIndex = item === stop ? 0 : -1; });
+  }
+  function activate(item) {
+    if (item.matches("[role=tab]")) { htmx.trigger(item, "click"); return; }
+    if (item.value) { openFromList(item); }
+  }
+  function openFromList(select) {
+    activeKey = select.value; opened = true;
+    var pane = document.getElementById("pane");
+    // the list's hx-sync queues this behind a stage still loading, like a tab's click
+    htmx.ajax("GET", select.options[select.selectedIndex].dataset.url, {source: select, target: pane, swap: "innerHTML"});
+    pane.setAttribute("aria-label", select.options[select.selectedIndex].textContent);
+    markActive();
+  }
+  document.addEventListener("keydown", function (e) {
+    var bar = tabBar();
+    if (!bar || !bar.contains(e.target)) { return; }
+    var items = barItems(), at = items.indexOf(e.target.closest("[role=tab], .stage-select"));
+    if (at < 0) { return; }
+    var to = {ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: items.length - 1}[e.key];
+    if (to === undefined) { return; }
+    e.preventDefault();
+    var next = items[(to + items.length) % items.length];
+    items.forEach(function (item) { item.tabIndex = item === next ? 0 : -1; });
+    next.focus();
+    activate(next);  // automatic activation: the pane follows the focus
+  });
+  document.addEventListener("change", function (e) {
+    var select = e.target.closest && e.target.closest(".stage-select");
+    if (select && select.value) { openFromList(select); }
+  });
+
+  // --- a job's results: first useful stage, error line, share ------------------------------------
+  var preferred = ["inductor.output_code", "triton.ptx", "xla.optimized", "dynamo.fx_graph", "fake.lines"];
+  function jobStatus() {
+    var state = document.querySelector("#results .status .state");
+    return state ? state.dataset.status : null;
   }
   function autoOpen() {
+    // Opens one stage by itself, once per job shown; never replaces a pane already chosen.
     var pane = document.getElementById("pane");
-    if (!pane || pane.querySelector(".artifact")) { return; }
-    var tabs = Array.prototype.slice.call(document.querySelectorAll(".stage-tabs .tab"));
-    if (!tabs.length) { return; }
-    var bar = document.getElementById("job-bar");
-    var done = bar && (bar.dataset.status === "done" || bar.dataset.status === "failed");
+    if (opened || !pane || pane.querySelector(".artifact")) { return; }
+    // every stage on offer: tabs, and entries of the lists that large groups become
+    var offered = Array.prototype.slice.call(document.querySelectorAll(
+      "#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=''])"));
+    function keyOf(el) { return el.dataset.key || el.value; }
     var pick = null;
-    preferred.some(function (p) { pick = tabs.filter(function (t) { return t.dataset.key.indexOf(p) === 0; })[0]; return pick; });
-    if (!pick && done) { pick = tabs.filter(function (t) { return t.dataset.key !== "source"; })[0] || tabs[0]; }
-    if (pick) {
-      activeKey = pick.dataset.key;
-      htmx.ajax("GET", pick.getAttribute("hx-get"), {target: "#pane", swap: "innerHTML"});
-      markActive();
+    preferred.some(function (p) {
+      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0; })[0];
+      return pick;
+    });
+    var status = jobStatus();
+    if (!pick && (status === "done" || status === "failed")) {
+      pick = offered.filter(function (el) { return keyOf(el) !== "source"; })[0] || offered[0];
     }
+    if (!pick) { return; }
+    opened = true;
+    activeKey = keyOf(pick);
+    if (pick.tagName === "OPTION") {
+      var select = pick.closest("select");
+      select.value = activeKey;
+      openFromList(select);
+    } else {
+      htmx.trigger(pick, "click");
+    }
+    markActive();
   }
-  function afterResults() {
+  function showErrorLine() {
+    // true when the error line changed (the editor's marks then need painting again)
     var err = document.querySelector("#results .error-box[data-error-line]");
     var line = err ? parseInt(err.dataset.errorLine, 10) : NaN;
+    var was = errorLine;
     errorLine = isNaN(line) ? null : line;
+    if (was === errorLine) { return false; }
     editor.clearGutter("error-gutter");
     if (errorLine) {
       var marker = document.createElement("span");
       marker.className = "CodeMirror-gutter-elt error-marker"; marker.textContent = "●";
+      marker.title = "the job failed here";
       editor.setGutterMarker(errorLine - 1, "error-gutter", marker);
       editor.scrollIntoView({line: errorLine - 1, ch: 0}, 80);
     }
-    paintPane();
+    return true;
+  }
+  function refresh(paneChanged) {
+    // After every swap; the editor's line colours are painted again only when a pane or the
+    // error line changed, not on each poll of a running job.
+    if (showErrorLine() || paneChanged) { paintPane(); }
     markActive();
     var bar = document.getElementById("job-bar");
     var share = document.getElementById("share");
     if (bar) { share.disabled = false; share.dataset.job = bar.dataset.job; }
     autoOpen();
   }
-  document.addEventListener("change", function (e) {
-    var select = e.target.closest && e.target.closest(".stage-select");
-    if (!select || !select.value) { return; }
-    activeKey = select.value;
-    htmx.ajax("GET", select.options[select.selectedIndex].dataset.url, {target: "#pane", swap: "innerHTML"});
-    markActive();
+
+  // --- live updates -------------------------------------------------------------------------------
+  var focusedKey = null;  // the stage whose tab had the focus before an update redrew its group
+  document.body.addEventListener("htmx:beforeSwap", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.classList && elt.classList.contains("job-poll")) {
+      // an answer for a job no longer shown (a new compile replaced it) changes nothing
+      if (!document.body.contains(elt)) { e.detail.shouldSwap = false; return; }
+      var focused = document.activeElement;
+      var bar = tabBar();
+      focusedKey = bar && bar.contains(focused) ? (focused.dataset.key || focused.value || null) : null;
+    }
   });
-  document.body.addEventListener("htmx:afterSettle", afterResults);
+  document.body.addEventListener("htmx:afterSettle", function (e) {
+    var target = e.detail.target;
+    var results = target && target.id === "results";
+    if (results) { opened = false; activeKey = null; errorLine = -1; }
+    refresh(results || !!(target && target.closest && target.closest(".pane")));
+    if (focusedKey && (document.activeElement === document.body || !document.activeElement)) {
+      // a group that became a list took the focused tab with it: give the focus to the list
+      var item = barItems().filter(function (i) {
+        return i.dataset.key === focusedKey || (i.matches(".stage-select") && hasKey(i, focusedKey));
+      })[0];
+      if (item) { item.focus(); }
+    }
+    focusedKey = null;
+  });
   document.body.addEventListener("htmx:beforeRequest", function (e) {
-    if (e.detail.elt === form) { activeKey = null; document.getElementById("share-url").value = ""; }
+    if (e.detail.elt === form) {
+      document.getElementById("share-url").value = "";
+      document.querySelectorAll(".job-poll").forEach(function (p) { htmx.trigger(p, "htmx:abort"); });
+    }
   });
 
   document.getElementById("share").addEventListener("click", function () {
@@ -165,5 +271,7 @@
         if (navigator.clipboard) { navigator.clipboard.writeText(url).catch(function () {}); }
       });
   });
-  document.addEventListener("DOMContentLoaded", afterResults);
+  // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);
+  // the first refresh may click a tab, so it waits for that.
+  document.addEventListener("DOMContentLoaded", function () { refresh(true); });
 })();

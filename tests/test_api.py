@@ -100,11 +100,10 @@ def test_ide_page_and_htmx_compile(client):
     job = wait_job(client, job_id)
     assert job["request"]["options"]["shout"] is True
     assert stage_text(client, job_id, "fake.lines").startswith('PRINT("HELLO')
-    bar = client.get(f"/j/{job_id}/bar").get_data(as_text=True)
-    assert "hx-trigger" not in bar  # a finished job is not polled any more
-    assert 'data-key="fake.lines"' in bar
     page = client.get(f"/j/{job_id}").get_data(as_text=True)
     assert "hello from the sandbox" in page
+    assert 'data-key="fake.lines"' in page
+    assert "hx-trigger" not in page  # a finished job is not polled any more
 
 
 def test_diff_between_stages(client):

@@ -429,7 +429,7 @@ def test_planted_markup_in_every_format_is_shown_as_text(hostile):
     job = compile_and_wait(client, "fake", _job_writing(stages, files, timings))
     assert job["status"] == "done", job["error"]
     assert {s["key"] for s in job["stages"]} >= {f"planted.{fmt}" for fmt in artifacts}
-    pages = {"page": f"/j/{job['id']}", "bar": f"/j/{job['id']}/bar", "timings": f"/j/{job['id']}/timings"}
+    pages = {"page": f"/j/{job['id']}", "updates": f"/j/{job['id']}/updates?since=0", "timings": f"/j/{job['id']}/timings"}
     for fmt in artifacts:
         pages[fmt] = f"/j/{job['id']}/stage/{quote('planted.' + fmt, safe='')}"
     for name, url in pages.items():

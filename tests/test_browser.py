@@ -1,0 +1,598 @@
+"""The IDE in a real browser: Debian's Chromium driven by Playwright against a real `irscope serve`
+process, every page served under a strict Content-Security-Policy (no 'unsafe-inline', no
+'unsafe-eval'), every console error and CSP violation failing the test that caused it.
+
+One server and one browser serve the whole module; each language's example is compiled once (the
+first test that needs it pays, the store answers every later request for it from its cache).
+Nothing here waits a fixed time: every wait is for something the page shows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from urllib.parse import quote
+
+import pytest
+
+from compiler import registry
+from compiler.model import Request, Stage
+from compiler.store import Store
+from tests.conftest import needs_bwrap
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
+LANGUAGES = ("pytorch", "triton", "hlo", "stablehlo", "jax")
+JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
+# Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
+DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile"}  # drawn as SVG or tables, not as lines
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - the test extra pins it; say so instead of failing to collect
+    sync_playwright = None
+
+pytestmark = [
+    needs_bwrap, pytest.mark.slow, pytest.mark.browser,
+    pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed "
+                                                       "(pip install -r requirements.lock)"),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}: install Debian's "
+                                                            "`chromium` package (./run.sh does, as root)"),
+]
+
+
+# --- one server, one browser -------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_data(tmp_path_factory):
+    """The server's data directory (its SQLite store is shared with the tests that write to it)."""
+    return tmp_path_factory.mktemp("browser-data")
+
+
+@pytest.fixture(scope="module")
+def server(server_data):
+    port = _free_port()
+    data = server_data
+    env = dict(os.environ, IRSCOPE_DATA_DIR=str(data), IRSCOPE_LANGUAGES=",".join(LANGUAGES),
+               IRSCOPE_WORKERS="2", IRSCOPE_SPARE_WORKERS="0", IRSCOPE_WARM_TOOLCHAIN_CACHE="false",
+               IRSCOPE_POLL_INTERVAL_MS="250")
+    irscope = os.path.join(os.path.dirname(sys.executable), "irscope")
+    log = open(data / "server.log", "w")
+    proc = subprocess.Popen([irscope, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(base + "/api/languages", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("irscope serve did not start: " + (data / "server.log").read_text()[-2000:])
+            time.sleep(0.1)  # polling a port that is not open yet; no result depends on this
+    yield base
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    """Where the screenshots go (the test's temporary directory)."""
+    return tmp_path_factory.mktemp("screenshots")
+
+
+class Watched:
+    """A page and everything that went wrong in it: console errors, uncaught exceptions, CSP
+    violations (reported by the page's own securitypolicyviolation events)."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+
+    def problems(self) -> list[str]:
+        violations = self.page.evaluate("() => window.__cspViolations || []")
+        return self.errors + [f"CSP violation: {v}" for v in violations]
+
+
+_RECORD_CSP = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", function (e) {
+  window.__cspViolations.push(e.violatedDirective + " blocked " + (e.blockedURI || "inline") + " at " +
+                              e.sourceFile + ":" + e.lineNumber);
+});
+"""
+
+
+@pytest.fixture
+def watched(browser, server):
+    context = browser.new_context(base_url=server, viewport={"width": 1400, "height": 900})
+
+    def with_csp(route):
+        # The policy the page must work under, whatever headers the server sets itself.
+        if route.request.resource_type != "document":
+            route.continue_()
+            return
+        response = route.fetch()
+        headers = dict(response.headers, **{"content-security-policy": CSP})
+        route.fulfill(response=response, headers=headers)
+
+    context.route("**/*", with_csp)
+    context.add_init_script(_RECORD_CSP)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    w = Watched(page)
+    yield w
+    problems = w.problems() if not page.is_closed() else w.errors
+    context.close()
+    assert problems == [], problems
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def editor_text(page) -> str:
+    return page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getValue()")
+
+
+def set_editor(page, text: str) -> None:
+    page.evaluate("(t) => document.querySelector('.CodeMirror').CodeMirror.setValue(t)", text)
+
+
+def status(page) -> str:
+    return page.get_attribute("#results .status .state", "data-status")
+
+
+def wait_finished(page) -> str:
+    page.wait_for_selector("#results .status .state[data-status=done], #results .status .state[data-status=failed]",
+                           timeout=JOB_TIMEOUT_MS)
+    return status(page)
+
+
+def tab_keys(page) -> list[str]:
+    """Every stage the tab bar offers, tabs and list entries alike, in order."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=""])'))
+        .map(e => e.dataset.key || e.value)""")
+
+
+_compiled: set[tuple[str, str]] = set()  # (language, source) this module's server has compiled
+
+
+def mark_no_reload(page) -> None:
+    page.evaluate("() => { window.__sameDocument = true; }")
+
+
+def still_same_document(page) -> bool:
+    return page.evaluate("() => window.__sameDocument === true")
+
+
+def compile_in_page(page, language: str, source: str | None = None) -> str:
+    """Open the IDE for `language`, press Compile, wait for the job to end without a reload;
+    returns the job id (from the URL the page pushed)."""
+    page.goto(f"/?language={language}")
+    if source is not None:
+        set_editor(page, source)
+    _compiled.add((language, editor_text(page)))
+    mark_no_reload(page)
+    page.click("#compile")
+    assert wait_finished(page) in ("done", "failed")
+    assert still_same_document(page), "the page was reloaded"
+    return page.get_attribute("#job-bar", "data-job")
+
+
+def open_stage(page, key: str, pane: str = "#pane") -> None:
+    """Open one stage from the tab bar (its tab, or its entry in a group's list) and wait for it."""
+    tab = page.locator(f'#results .stage-tabs [role=tab][data-key="{key}"]')
+    if tab.count():
+        tab.click()
+    else:
+        select = page.locator(f'#results .stage-tabs .stage-select:has(option[value="{key}"])')
+        select.select_option(key)
+    page.wait_for_selector(f'{pane} .artifact[data-key="{key}"]')
+
+
+def raw_stage(page, job_id: str, key: str) -> dict:
+    response = page.request.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}?format=json")
+    assert response.ok, key
+    return response.json()
+
+
+# --- tests -----------------------------------------------------------------------------------------
+_WATCH_STREAM = """() => {
+  window.__stream = {events: []};
+  const t0 = performance.now();
+  const seen = new Set();
+  new MutationObserver(() => {
+    const state = document.querySelector('#results .status .state');
+    const status = state ? state.dataset.status : null;
+    const tabs = Array.from(document.querySelectorAll('#results .stage-tabs [role=tab]'));
+    for (const tab of tabs) {
+      if (seen.has(tab.dataset.key)) continue;
+      seen.add(tab.dataset.key);
+      window.__stream.events.push({key: tab.dataset.key, status: status, ms: performance.now() - t0});
+      if (tab.dataset.key.startsWith('dynamo.fx_graph') && !window.__stream.picked) {
+        // the user picks a stage the moment the graph shows: later tabs must leave it open and focused
+        const source = document.querySelector('#results .stage-tabs [role=tab][data-key="source"]');
+        source.focus(); source.click();
+        window.__stream.picked = {status: status, tabs: tabs.length};
+      }
+    }
+    if (status && status !== window.__stream.lastStatus) {
+      window.__stream.lastStatus = status;
+      window.__stream.events.push({status: status, ms: performance.now() - t0});
+    }
+  }).observe(document.getElementById('results'), {childList: true, subtree: true, attributes: true});
+}"""
+
+
+def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
+    page = watched.page
+    # The example, unless this server compiled it already (then the store would answer at once):
+    # run first, this test pays the example's one real compile for the whole module.
+    source = registry.get("pytorch").example
+    if ("pytorch", source) in _compiled:
+        source += f"\n# streamed in the browser test at {time.time_ns()}\n"
+    _compiled.add(("pytorch", source))
+    page.goto("/?language=pytorch")
+    set_editor(page, source)
+    mark_no_reload(page)
+    page.evaluate(_WATCH_STREAM)
+    page.click("#compile")
+    page.wait_for_selector('#results [role=tab][data-key^="dynamo.fx_graph"]', timeout=JOB_TIMEOUT_MS)
+    page.screenshot(path=str(shots / "pytorch-streaming.png"))  # most likely still running; nothing depends on it
+    assert wait_finished(page) == "done"
+    assert still_same_document(page)
+    stream = page.evaluate("() => window.__stream")
+    events = stream["events"]
+    fx = next(e for e in events if e.get("key", "").startswith("dynamo.fx_graph"))
+    done = next(e for e in events if e.get("status") == "done" and "key" not in e)
+    assert fx["status"] == "running", events
+    assert fx["ms"] < done["ms"]
+    # the status line named the phase while the job ran
+    assert any(e.get("status") == "running" for e in events)
+    # the stage the user picked stayed open and focused while more tabs arrived
+    assert stream["picked"]["status"] == "running"
+    keys = tab_keys(page)
+    assert len(keys) > stream["picked"]["tabs"]
+    page.wait_for_selector('#pane .artifact[data-key="source"]')
+    assert page.evaluate("() => document.activeElement.dataset.key") == "source"
+    assert page.get_attribute("#pane .artifact", "data-key") == "source"
+    report = {"first_tab_ms": round(events[0]["ms"]), "fx_graph_tab_ms": round(fx["ms"]),
+              "done_ms": round(done["ms"]), "stages": len(keys) - 1,
+              "tabs_while_running": sum(1 for e in events if "key" in e and e["status"] == "running")}
+    (shots / "streaming.json").write_text(json.dumps(report, indent=1))
+    print("streaming:", report)
+    # the bar built while the job ran is the bar a reload draws
+    page.reload()
+    assert tab_keys(page) == keys
+
+
+def _add_stage(store: Store, job_id: str, position: int, key: str, group: str) -> None:
+    text = f"{key}: line one\nline two\n"
+    store.add_stage(job_id, position, Stage(key=key, title=key, group=group, format="text", size=len(text)), text)
+
+
+def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
+    """Stages written to the store by someone else (as a worker on another machine would) reach an
+    open job page: the queue position, the phase, new tabs and new list entries, each step waited
+    for in the page, while the stage the user opened stays open and keeps the focus."""
+    page = watched.page
+    store = Store(f"sqlite:///{server_data}/irscope.db")
+    stamp = str(time.time_ns())[-8:]
+    ahead, job = "ahead" + stamp, "live" + stamp
+    for job_id in (ahead, job):
+        store.create_job(job_id, "synthetic-" + job_id, Request("pytorch", "x = 1\ny = 2\n", {}), {"irscope": "test"})
+    page.goto(f"/j/{job}")
+    mark_no_reload(page)
+    page.wait_for_selector("#results .status .progress.queue:text('position 2 in the queue (1 ahead)')")
+    store.set_running(ahead, "importing torch")
+    page.wait_for_selector("#results .status .progress.queue:text('position 1 in the queue (next to start)')")
+    store.set_running(job, "importing torch")
+    page.wait_for_selector("#results .status .state[data-status=running]")
+    page.wait_for_selector("#results .status .progress:text('importing torch')")
+
+    _add_stage(store, job, 0, "source", "Source")
+    page.click('#results [role=tab][data-key="source"]')
+    page.wait_for_selector('#pane .artifact[data-key="source"]')
+    for n in range(2):
+        _add_stage(store, job, 1 + n, f"dynamo.graph:{n}", "Dynamo")
+    store.set_progress(job, "compiling (Dynamo, AOTAutograd, Inductor)")
+    page.wait_for_selector('#results [role=tab][data-key="dynamo.graph:1"]')
+    page.wait_for_selector("#results .status .progress:text('compiling (Dynamo, AOTAutograd, Inductor)')")
+    assert page.evaluate("() => document.activeElement.dataset.key") == "source"
+    assert page.get_attribute("#pane .artifact", "data-key") == "source"
+
+    # a group that grows past twelve stages becomes a list, and the focus goes with its stage
+    for n in range(12):
+        _add_stage(store, job, 3 + n, f"kernel.k{n:02d}", "Kernels")
+    page.wait_for_selector('#results [role=tab][data-key="kernel.k11"]')
+    page.click('#results [role=tab][data-key="kernel.k03"]')
+    page.wait_for_selector('#pane .artifact[data-key="kernel.k03"]')
+    _add_stage(store, job, 15, "kernel.k12", "Kernels")
+    page.wait_for_selector(f"#grp-{job}-kernels-list")
+    assert page.evaluate("() => document.activeElement.matches('.stage-select') && document.activeElement.value") \
+        == "kernel.k03"
+    _add_stage(store, job, 16, "kernel.k13", "Kernels")
+    page.wait_for_selector(f'#grp-{job}-kernels-list option[value="kernel.k13"]', state="attached")
+    assert page.inner_text(f"#grp-{job}-kernels-count") == "14"
+    assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
+    assert page.evaluate("() => document.activeElement.value") == "kernel.k03"
+
+    store.finish_job(job, None, {"job": {"wall_s": 1.0, "sandbox": "none"}})
+    page.wait_for_selector("#results .status .state[data-status=done]")
+    page.wait_for_selector('#results [role=tab][data-key="timings"]')
+    assert page.locator(f"#poll-{job}[hx-trigger]").count() == 0  # a finished job is asked no more
+    assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
+    assert still_same_document(page)
+    keys = tab_keys(page)
+    assert keys == ["source", "dynamo.graph:0", "dynamo.graph:1"] + [f"kernel.k{n:02d}" for n in range(14)] + ["timings"]
+    page.reload()
+    assert tab_keys(page) == keys
+    store.finish_job(ahead, None, {})
+
+
+def test_page_runs_under_the_strict_policy_and_violations_are_caught(watched):
+    page = watched.page
+    response = page.goto("/")
+    assert response.headers["content-security-policy"] == CSP
+    assert page.evaluate("() => typeof htmx === 'object' && typeof CodeMirror === 'function'")
+    assert page.locator(".CodeMirror").count() == 1  # ide.js ran: external scripts are allowed
+    assert watched.problems() == []
+    # the detector works: an inline style is refused and recorded
+    page.evaluate("() => { const s = document.createElement('style'); s.textContent = 'b{}'; "
+                  "document.head.appendChild(s); }")
+    page.wait_for_function("() => window.__cspViolations.length > 0")
+    assert "style-src" in page.evaluate("() => window.__cspViolations[0]")
+    page.evaluate("() => { window.__cspViolations = []; }")
+    watched.errors.clear()  # the refusal's console error was this test's own doing
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_example_compiles_and_shows_stages_without_reload(watched, language, shots):
+    page = watched.page
+    page.goto(f"/?language={language}")
+    assert editor_text(page) == registry.get(language).example
+    _compiled.add((language, registry.get(language).example))
+    mark_no_reload(page)
+    page.click("#compile")
+    page.wait_for_selector("#results .status .state")  # the job bar replaced the hint
+    assert wait_finished(page) == "done", page.inner_text("#results .job-error")
+    assert still_same_document(page), "the page was reloaded"
+    job_id = page.get_attribute("#job-bar", "data-job")
+    assert page.url.endswith(f"/j/{job_id}")  # the job's address was pushed, not loaded
+    keys = tab_keys(page)
+    api = page.request.get(f"/api/jobs/{job_id}").json()
+    # every stage the job has, once each, plus the Timings summary
+    assert len(set(keys)) == len(keys)
+    assert sorted(keys) == sorted([s["key"] for s in api["stages"]] + ["timings"])
+    assert page.locator("#results [role=tablist]").count() == 1
+    # the first useful stage opened by itself, and its tab says so
+    page.wait_for_selector("#pane .artifact")
+    opened = page.get_attribute("#pane .artifact", "data-key")
+    assert opened != "source" and opened in keys
+    tab = page.locator(f'#results [role=tab][data-key="{opened}"]')
+    if tab.count():
+        assert tab.get_attribute("aria-selected") == "true"
+    else:
+        assert page.locator("#results .stage-select.active").input_value() == opened
+    page.screenshot(path=str(shots / f"{language}.png"))
+    # the bar built while the job ran is the bar a reload draws
+    page.reload()
+    assert tab_keys(page) == keys
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_stage_opens_with_its_content(watched, language):
+    page = watched.page
+    job_id = compile_in_page(page, language)
+    assert status(page) == "done"
+    keys = [k for k in tab_keys(page) if k != "timings"]
+    assert len(keys) >= 5
+    for key in keys:
+        open_stage(page, key)
+        stage = raw_stage(page, job_id, key)
+        body = page.locator("#pane .artifact-body")
+        if stage["format"] in DRAWN_FORMATS:
+            assert body.locator("svg, table").count() >= 1, key
+        else:
+            shown = body.inner_text()
+            first = next((line.strip() for line in stage["text"].splitlines() if line.strip()), "")
+            assert first[:60] in shown, (key, first[:60], shown[:300])
+            # one numbered line per line of the artifact (a final newline may or may not make one)
+            count = len(stage["text"].split("\n"))
+            lines = page.locator("#pane .artifact-body pre.code .ln").count()
+            assert lines in (min(count, 20000), min(count - stage["text"].endswith("\n"), 20000)), key
+    open_stage(page, "timings")
+    assert page.locator("#pane .timings-view svg, #pane .timings-view table").count() >= 1
+    print(f"{language}: opened {len(keys)} stages and the timings")
+
+
+def test_open_beside_and_hover_links_lines_across_panes(watched):
+    page = watched.page
+    compile_in_page(page, "pytorch")
+    open_stage(page, "inductor.output_code:0/0")
+    page.click('#pane .artifact[data-key="inductor.output_code:0/0"] .to-side')
+    page.wait_for_selector('#pane2 .artifact[data-key="inductor.output_code:0/0"]')
+    open_stage(page, "dynamo.fx_graph:0/0")
+    assert page.get_attribute("#pane .artifact", "data-key") == "dynamo.fx_graph:0/0"
+    assert page.get_attribute("#pane2 .artifact", "data-key") == "inductor.output_code:0/0"
+    # a graph line that came from a source line also present in the output code
+    src = page.evaluate("""() => {
+        const right = new Set(Array.from(document.querySelectorAll('#pane2 .ln[data-src]')).map(e => e.dataset.src));
+        const left = Array.from(document.querySelectorAll('#pane .ln[data-src]')).find(e => right.has(e.dataset.src));
+        return left ? left.dataset.src : null; }""")
+    assert src is not None, "no source line shared by the FX graph and the output code"
+    page.locator(f'#pane .ln[data-src="{src}"]').first.hover()
+    for pane in ("#pane", "#pane2"):
+        hot = page.eval_on_selector_all(f"{pane} .ln.hot", "els => els.map(e => e.dataset.srcs)")
+        assert hot and all(src in srcs.split() for srcs in hot), (pane, src, hot)
+    # and the editor lights the same source line
+    assert page.evaluate("(n) => document.querySelector('.CodeMirror').CodeMirror.findMarksAt({line: n, ch: 0})"
+                         ".some(m => m.className === 'hot-line')", int(src) - 1)
+
+
+def test_diff_with_previous_pass(watched):
+    page = watched.page
+    job_id = compile_in_page(page, "hlo")
+    api = page.request.get(f"/api/jobs/{job_id}").json()
+    # a pass snapshot whose predecessor differs from it (many passes change nothing)
+    candidate = None
+    for s in api["stages"]:
+        if s["format"] != "hlo":
+            continue
+        stage = raw_stage(page, job_id, s["key"])
+        previous = stage["meta"].get("diff_with")
+        if previous and raw_stage(page, job_id, previous)["text"] != stage["text"]:
+            candidate = (s["key"], previous)
+            break
+    assert candidate, "no pass snapshot that changed the module"
+    key, previous = candidate
+    open_stage(page, key)
+    page.click('#pane .artifact-head a:text("diff with previous")')
+    page.wait_for_selector("#pane .artifact-body pre.code[data-lexer=diff]")
+    shown = page.inner_text("#pane .artifact-body")
+    assert f"--- {previous}" in shown and f"+++ {key}" in shown
+    page.click('#pane .artifact-head a:text("show without diff")')
+    page.wait_for_selector("#pane .artifact-body pre.code[data-lexer=hlo]")
+
+
+def test_share_opens_a_permalink_with_the_same_stages(watched):
+    page = watched.page
+    job_id = compile_in_page(page, "jax")
+    keys = tab_keys(page)
+    source = editor_text(page)
+    page.click("#share")
+    page.wait_for_function("() => document.getElementById('share-url').value.includes('/z/')")
+    url = page.input_value("#share-url")
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/z/\w+", url)
+    page.goto(url)
+    assert page.get_attribute("#job-bar", "data-job") == job_id
+    assert tab_keys(page) == keys and editor_text(page) == source
+    assert page.locator("#language").input_value() == "jax"
+    page.wait_for_selector("#pane .artifact")  # a stage opens by itself on the permalink page too
+
+
+def test_back_after_compile_loads_a_working_page(watched):
+    page = watched.page
+    compile_in_page(page, "stablehlo")
+    page.go_back()
+    page.wait_for_url("**/?language=stablehlo")
+    page.wait_for_selector(".CodeMirror")
+    assert page.locator(".CodeMirror").count() == 1
+    assert editor_text(page) == registry.get("stablehlo").example
+    page.go_forward()
+    page.wait_for_url("**/j/*")
+    page.wait_for_selector("#pane .artifact")
+    assert page.locator(".CodeMirror").count() == 1
+
+
+def test_failing_job_marks_its_error_line_in_the_editor(watched):
+    page = watched.page
+    example = registry.get("hlo").example
+    bad = example.replace("ROOT add = f32[] add(lhs, rhs)", "ROOT add = f32[] add(lhs, rhs")
+    line = next(n for n, text in enumerate(bad.splitlines(), start=1) if "add(lhs, rhs" in text)
+    compile_in_page(page, "hlo", bad)
+    assert status(page) == "failed"
+    box = page.inner_text("#results .error-box")
+    assert "SyntaxError" in box and f"at line {line}" in box
+    info = page.evaluate("(n) => { const i = document.querySelector('.CodeMirror').CodeMirror.lineInfo(n);"
+                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers || {})['error-gutter']}; }", line - 1)
+    assert "error-line" in info["bg"] and info["gutter"]
+    marked = page.evaluate("() => { const cm = document.querySelector('.CodeMirror').CodeMirror; const out = [];"
+                           " for (let l = 0; l < cm.lineCount(); l++) {"
+                           "   if ((cm.lineInfo(l).bgClass || '').includes('error-line')) out.push(l + 1); }"
+                           " return out; }")
+    assert marked == [line]
+    # the line number in the error box puts the cursor on that line
+    page.click("#results .error-box .goto-line")
+    assert page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getCursor().line") == line - 1
+
+
+def test_switching_language_swaps_the_example_and_options(watched):
+    page = watched.page
+    page.goto("/")
+    for language in LANGUAGES:
+        page.select_option("#language", language)
+        page.wait_for_function("(want) => document.querySelector('.CodeMirror').CodeMirror.getValue() === want",
+                               arg=registry.get(language).example)
+        names = {o.name for o in registry.get(language).options}
+        page.wait_for_function("(names) => names.every(n => document.getElementById('opt-' + n))",
+                               arg=sorted(names))
+    # a source the user wrote is kept when the language changes
+    set_editor(page, "my own code\n")
+    page.select_option("#language", "pytorch")
+    page.wait_for_selector("#opt-backend", state="attached")
+    assert editor_text(page) == "my own code\n"
+
+
+def test_keyboard_alone_compiles_and_moves_between_stages(watched):
+    page = watched.page
+    page.goto("/?language=pytorch")
+    mark_no_reload(page)
+    for _ in range(12):  # Tab through the top bar into the editor
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.hasFocus()"):
+            break
+    else:
+        raise AssertionError("Tab never reached the editor")
+    page.keyboard.press("Control+Enter")
+    assert wait_finished(page) == "done"
+    assert still_same_document(page)
+    page.wait_for_selector("#pane .artifact")
+    opened = page.get_attribute("#pane .artifact", "data-key")
+    page.keyboard.press("Escape")  # leaves the editor (where Tab indents)
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.getAttribute('role')") == "tab":
+            break
+    else:
+        raise AssertionError("Tab never reached the stage tabs")
+    # the tab bar is one stop, and it lands on the open stage's tab
+    assert page.evaluate("() => document.activeElement.dataset.key") == opened
+    assert page.get_attribute("#pane", "role") == "tabpanel"
+    before = page.evaluate("() => document.activeElement.dataset.key")
+    page.keyboard.press("ArrowRight")
+    after = page.evaluate("() => document.activeElement.dataset.key || document.activeElement.value")
+    assert after != before
+    if page.evaluate("() => document.activeElement.getAttribute('role')") == "tab":
+        page.wait_for_selector(f'#pane .artifact[data-key="{after}"]')
+        assert page.evaluate("() => document.activeElement.getAttribute('aria-selected')") == "true"
+    page.keyboard.press("Home")
+    first = tab_keys(page)[0]
+    page.wait_for_selector(f'#pane .artifact[data-key="{first}"]')
+    assert page.evaluate("() => document.activeElement.dataset.key") == first
+    page.keyboard.press("ArrowLeft")  # wraps to the end: the Timings tab
+    page.wait_for_selector("#pane .timings-view")
+    assert page.evaluate("() => document.activeElement.dataset.key") == "timings"
+    # quick presses: the pane ends on the stage that has the focus, whatever order loads finish in
+    page.keyboard.press("Home")
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    focused = page.evaluate("() => document.activeElement.dataset.key")
+    assert focused == tab_keys(page)[3]
+    page.wait_for_selector(f'#pane .artifact[data-key="{focused}"]')
+    page.wait_for_load_state("networkidle")
+    assert page.get_attribute("#pane .artifact", "data-key") == focused
+    # only the focused tab is in the Tab order
+    assert page.evaluate("() => Array.from(document.querySelectorAll('#results .stage-tabs [role=tab], "
+                         "#results .stage-tabs .stage-select')).filter(e => e.tabIndex === 0).length") == 1
