@@ -9,9 +9,11 @@ executes in the sandboxed worker.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -110,6 +112,13 @@ class Pipeline:
         TORCH_TRACE, XLA_FLAGS and the like. `workdir` is the job's private scratch directory."""
         return {}
 
+    def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
+        """A spare worker, before any job exists (environment() already set): get the process
+        ready. Here: import `prewarm_modules`. A pipeline may do more (a warm-up compile of its own
+        code) provided nothing of it can reach the job the process is later handed."""
+        for module in self.prewarm_modules:
+            importlib.import_module(module)
+
     def run(self, request: Request, ctx: "JobContext") -> None:
         """Compile `request` (options already normalised) and write every stage into `ctx.bundle`.
         Raise UserError for failures the input caused."""
@@ -128,6 +137,7 @@ class UserError(Exception):
 # Defaults of the settings table (app/settings.py), for a context built outside the worker (tests).
 DEFAULT_OUTPUT_LIMIT_BYTES = 1024 << 10
 DEFAULT_MAX_STAGE_BYTES = 16384 << 10
+DEFAULT_MEASURE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,7 @@ class JobLimits:
     output_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES  # program output kept (setting output_limit_kb)
     memory_mb: int | None = None  # the sandbox's address-space limit (setting memory_limit_mb)
     file_size_mb: int | None = None  # the sandbox's file-size limit (setting file_size_limit_mb)
+    measure_s: float = DEFAULT_MEASURE_S  # time spent timing each side, eager and compiled (setting measure_s)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -161,7 +172,8 @@ class JobContext:
 class Bundle:
     """The worker's side of a result bundle: a directory holding manifest.json and one file per
     stage. The manifest is rewritten (atomically) after every stage so the runner can show stages
-    while the job is still running."""
+    while the job is still running. A pipeline may write from more than one thread (the PyTorch
+    pipeline writes trace stages from a thread that follows the compile): each call is atomic."""
 
     def __init__(self, directory: str, toolchain: dict[str, str] | None = None,
                  max_stage_bytes: int = DEFAULT_MAX_STAGE_BYTES):
@@ -170,6 +182,7 @@ class Bundle:
         self.max_stage_bytes = max_stage_bytes
         self.manifest = Manifest(status="running", toolchain=dict(toolchain or {}))
         self._keys: set[str] = set()
+        self._lock = threading.RLock()
         os.makedirs(directory, exist_ok=True)
         self.flush()
 
@@ -178,9 +191,14 @@ class Bundle:
         """Write one stage in format `fmt` (compiler/formats.py): text for code formats, a record or
         plain data for JSON formats, validated here. Keys are unique within a job; a repeated key,
         an undeclared format or a value that does not fit its format is a pipeline bug."""
+        text = formats.get(fmt).encode(value)
+        with self._lock:
+            return self._add(key, title, group, fmt, text, source_map, meta)
+
+    def _add(self, key: str, title: str, group: str, fmt: str, text: str, source_map: list[list[int]] | None,
+             meta: dict[str, Any] | None) -> Stage:
         if key in self._keys:
             raise ValueError(f"stage {key!r} written twice")
-        text = formats.get(fmt).encode(value)
         self._keys.add(key)
         meta = dict(meta or {})
         size = len(text.encode("utf-8"))
@@ -203,25 +221,33 @@ class Bundle:
         return stage
 
     def has(self, key: str) -> bool:
-        return key in self._keys
+        with self._lock:
+            return key in self._keys
 
     def progress(self, text: str) -> None:
-        self.manifest.progress = text
-        self.flush()
+        with self._lock:
+            self.manifest.progress = text
+            self.flush()
 
     def timing(self, name: str, value: Any) -> None:
         """Record one of the timings compiler/formats.py declares (TIMINGS)."""
         formats.check_timing(name, value)
-        self.manifest.timings[name] = value
-        self.flush()
+        with self._lock:
+            self.manifest.timings[name] = value
+            self.flush()
 
     def finish(self, error: JobError | None = None) -> None:
-        self.manifest.status = "failed" if error else "done"
-        self.manifest.error = error
-        self.manifest.progress = ""
-        self.flush()
+        with self._lock:
+            self.manifest.status = "failed" if error else "done"
+            self.manifest.error = error
+            self.manifest.progress = ""
+            self.flush()
 
     def flush(self) -> None:
+        with self._lock:
+            self._write_manifest()
+
+    def _write_manifest(self) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".manifest", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(self.manifest.to_json(), f)

@@ -1,0 +1,269 @@
+"""Structured-trace entries -> stages, one entry at a time, as PyTorch writes them.
+
+`TraceStages.add(entry)` writes every stage the entry completes, so Dynamo's graph is a stage
+while AOTAutograd and Inductor still run; `finish` writes what only the whole compile can say
+(graph breaks, recompiles, the artifact logs) and anything still held. Stage keys, titles and
+texts are the same whether the entries arrive one by one or all at once.
+
+Within a compile id a stage waits only where its text or source map needs a later entry:
+- Inductor's pre-grad graph (written before AOTAutograd runs) waits for the compile id's first
+  AOTAutograd stage, so the page's groups keep their order: Dynamo, AOTAutograd, Inductor;
+- the output code (written before its kernels are compiled) waits for the provenance entries
+  Inductor writes once they are, which tie its kernels to the user's lines.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compiler import graph_drawing
+from compiler.pipeline import Bundle
+from compiler.pytorch import fx_graph_dot
+from compiler.pytorch import source_map as torch_source_map
+from compiler.pytorch import trace as torch_trace
+
+# Trace entry kind (or artifact name) -> (stage key prefix, title, group).
+GRAPH_STAGES = (
+    ("dynamo_output_graph", "dynamo.fx_graph", "Dynamo FX graph", "Dynamo"),
+    ("aot_joint_graph", "aot.joint_graph", "Joint graph", "AOTAutograd"),
+    ("aot_forward_graph", "aot.forward_graph", "Forward graph", "AOTAutograd"),
+    ("aot_inference_graph", "aot.forward_graph", "Inference graph", "AOTAutograd"),
+    ("aot_backward_graph", "aot.backward_graph", "Backward graph", "AOTAutograd"),
+    ("after_pre_grad_graph", "inductor.pre_grad_graph", "Pre-grad graph", "Inductor"),
+    ("inductor_post_grad_graph", "inductor.post_grad_graph", "Post-grad graph", "Inductor"),
+)
+_GRAPH_KINDS = {kind: (key, title, group) for kind, key, title, group in GRAPH_STAGES}
+_PROVENANCE_STACKS = "inductor_provenance_tracking_kernel_stack_traces"
+_PROVENANCE_NODES = "inductor_provenance_tracking_node_mappings"
+
+# artifact log -> (stage key prefix, title)
+LOG_STAGES = (
+    ("bytecode", "dynamo.bytecode", "Bytecode, original and modified"),
+    ("ir_pre_fusion", "inductor.ir_pre_fusion", "IR before fusion"),
+    ("ir_post_fusion", "inductor.ir_post_fusion", "IR after fusion"),
+    ("fusion", "inductor.fusion", "Fusion decisions"),
+)
+
+PROVENANCE_NOTE = ("irscope compiles with torch._inductor.config.trace.provenance_tracking_level = 1 so that "
+                   "kernels link to your lines; it adds only the '# [Provenance debug handles]' comments.")
+
+# Trace entries outside any Dynamo frame (AOTInductor on the export path) are grouped under this.
+UNFRAMED = "export"
+
+
+def _cid(entry: torch_trace.TraceEntry) -> str:
+    return entry.compile_id or UNFRAMED
+
+
+class _CompileId:
+    """What one compile id has produced so far."""
+
+    def __init__(self) -> None:
+        self.node_lines: dict[str, set[int]] = {}
+        self.kernels: dict[str, set[int]] = {}
+        self.kind_counts: dict[str, int] = {}
+        self.output_codes = 0
+        self.has_aot = False
+        self.held: list[torch_trace.TraceEntry] = []  # Inductor graphs waiting for AOTAutograd's
+        self.pending_code: list[torch_trace.TraceEntry] = []  # output code waiting for provenance
+
+
+class TraceStages:
+    """Writes a job's stages from its structured trace, entry by entry (see the module doc)."""
+
+    def __init__(self, bundle: Bundle, user_paths: tuple[str, ...]):
+        self.bundle, self.user_paths = bundle, user_paths
+        self.entries: list[torch_trace.TraceEntry] = []
+        self._ids: dict[str, _CompileId] = {}
+
+    def add(self, entry: torch_trace.TraceEntry) -> None:
+        self.entries.append(entry)
+        kind = entry.name
+        if kind not in _GRAPH_KINDS and kind not in ("inductor_output_code", "dynamo_cpp_guards_str",
+                                                     _PROVENANCE_STACKS, _PROVENANCE_NODES):
+            return
+        cid = _cid(entry)
+        state = self._ids.setdefault(cid, _CompileId())
+        if kind in _GRAPH_KINDS:
+            group = _GRAPH_KINDS[kind][2]
+            if group == "Inductor" and not state.has_aot and kind == "after_pre_grad_graph":
+                state.held.append(entry)
+                return
+            if group == "AOTAutograd":
+                self._graph(cid, state, entry)
+                state.has_aot = True
+                self._release_held(cid, state)
+                return
+            self._release_held(cid, state)
+            self._graph(cid, state, entry)
+        elif kind == "inductor_output_code":
+            self._release_held(cid, state)
+            state.pending_code.append(entry)
+        elif kind == _PROVENANCE_STACKS:
+            self._provenance_stacks(state, entry)
+            # Inductor writes its provenance once the kernels it names are compiled: the last
+            # entry an output code's source map needs.
+            self._release_code(cid, state)
+        elif kind == _PROVENANCE_NODES:
+            self._provenance_nodes(state, entry)
+        else:  # dynamo_cpp_guards_str
+            self.bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
+                            source_map=torch_source_map.trailing_location_map(entry.payload, self.user_paths))
+
+    def finish(self, log_texts: dict[tuple[str, str], str]) -> None:
+        """Write what is still held, then the stages only the whole trace can say: recompiles,
+        graph breaks, and the artifact logs (`log_texts`: (compile id, artifact) -> text)."""
+        for cid, state in self._ids.items():
+            self._release_held(cid, state)
+            self._release_code(cid, state)
+        bundle, entries, user_paths = self.bundle, self.entries, self.user_paths
+        recompiles = torch_trace.of_kind(entries, "recompile_reasons")
+        if recompiles:
+            text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{e.payload.strip()}"
+                                for n, e in enumerate(recompiles, start=1))
+            bundle.add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
+                       source_map=torch_source_map.mention_map(text, user_paths))
+        breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
+        if breaks:
+            parts, pairs, offset = [], [], 0
+            for n, entry in enumerate(breaks, start=1):
+                block = f"## graph break {n} (compile {entry.compile_id})\n{entry.payload.rstrip()}\n"
+                line = torch_source_map.graph_break_line(entry.payload, user_paths)
+                if line:
+                    pairs += [[offset + i, line] for i in range(1, 3)]
+                parts.append(block)
+                offset += block.count("\n") + 1
+            bundle.add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
+                       source_map=pairs, meta={"count": len(breaks)})
+        _write_log_stages(bundle, log_texts, torch_trace.compile_ids(entries), user_paths)
+
+    # --- one stage at a time ----------------------------------------------------------------
+
+    def _graph(self, cid: str, state: _CompileId, entry: torch_trace.TraceEntry) -> None:
+        kind = entry.name
+        key, title, group = _GRAPH_KINDS[kind]
+        i = state.kind_counts.get(kind, 0)
+        state.kind_counts[kind] = i + 1
+        pairs, nodes = torch_source_map.fx_code_map(entry.payload, self.user_paths)
+        state.node_lines = torch_source_map.merge_node_lines(state.node_lines, nodes)
+        stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
+        if self.bundle.has(stage_key):  # an inference graph where a forward graph was written
+            return
+        meta = {}
+        if kind == "aot_backward_graph":
+            saved = torch_source_map.saved_for_backward(entry.payload)
+            meta = {"saved_for_backward": [n for n, _ in saved],
+                    "note": f"Saved for backward ({len(saved)}): " + ", ".join(f"{n}: {t}" for n, t in saved)}
+        self.bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs, meta=meta)
+        if kind == "dynamo_output_graph":
+            graph_drawing.add_graph(self.bundle, f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
+                                    f"FX graph drawing [{cid}]", group, fx_graph_dot.to_dot(entry.payload))
+
+    def _release_held(self, cid: str, state: _CompileId) -> None:
+        held, state.held = state.held, []
+        for entry in held:
+            self._graph(cid, state, entry)
+
+    def _provenance_stacks(self, state: _CompileId, entry: torch_trace.TraceEntry) -> None:
+        try:
+            traces = json.loads(entry.payload)
+        except json.JSONDecodeError:
+            return
+        for name, lines in torch_source_map.kernel_lines_from_provenance(traces, self.user_paths).items():
+            state.kernels.setdefault(name, set()).update(lines)
+
+    def _provenance_nodes(self, state: _CompileId, entry: torch_trace.TraceEntry) -> None:
+        try:
+            mappings = json.loads(entry.payload)
+        except json.JSONDecodeError:
+            return
+        for name, lines in torch_source_map.kernel_lines_from_node_mappings(mappings, state.node_lines).items():
+            state.kernels.setdefault(name, set()).update(lines)
+
+    def _release_code(self, cid: str, state: _CompileId) -> None:
+        pending, state.pending_code = state.pending_code, []
+        for entry in pending:
+            i = state.output_codes
+            state.output_codes += 1
+            first = entry.payload.split("\n", 1)[0]
+            suffix = ".backward" if "backward" in first else ("" if i == 0 else f".{i}")
+            pairs = torch_source_map.output_code_map(entry.payload, state.node_lines, state.kernels)
+            self.bundle.add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor",
+                            "python", entry.payload, source_map=pairs,
+                            meta={"file": (entry.data or {}).get("filename", ""), "note": PROVENANCE_NOTE})
+            _write_kernel_stages(self.bundle, entry.payload, pairs, "")
+
+
+def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_ids: list[str],
+                      user_paths: tuple[str, ...]) -> None:
+    def trace_id(log_id: str) -> str:
+        # The logging side knows "0/0"; the trace names the attempt that got through ("0/0_1").
+        if log_id == "?":  # no compile context: AOTInductor on the export path
+            return UNFRAMED
+        attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
+        return attempts[-1] if attempts else log_id
+
+    for log_id in dict.fromkeys(c for c, _ in texts):
+        cid = trace_id(log_id)
+        for artifact, key, title in LOG_STAGES:
+            text = texts.get((log_id, artifact))
+            if text:
+                if artifact.startswith("ir_"):
+                    pairs = torch_source_map.ir_block_map(text, user_paths)
+                elif artifact == "bytecode":
+                    pairs = torch_source_map.bytecode_map(text, user_paths)
+                else:
+                    pairs = torch_source_map.mention_map(text, user_paths)
+                group = "Dynamo" if key.startswith("dynamo.") else "Inductor"
+                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs)
+
+
+def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
+    """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept."""
+    for name, (first, last) in torch_source_map.kernel_blocks(code).items():
+        lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
+        header = code.split("\n")[first - 1]
+        fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
+        kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
+        key = f"kernel:{name}{suffix}"
+        if not bundle.has(key):
+            bundle.add(key, name, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
+
+
+# Compile phases: PyTorch's own dynamo_timed event names, summed per phase.
+_PHASES = (
+    ("dynamo_tracing", ("bytecode_tracing",)),
+    ("aot_autograd", ("aot_collect_metadata", "aot_trace_joint_graph", "aot_trace_inference_graph",
+                      "min_cut_rematerialization_partition")),
+    ("inductor_lowering", ("GraphLowering.run",)),
+    ("scheduling_codegen", ("GraphLowering.codegen",)),
+    ("kernel_compile", ("PyCodeCache.load_by_key_path", "async_compile.wait")),
+    ("total", ("entire_frame_compile",)),
+)
+
+
+def compile_timings(entries: list[torch_trace.TraceEntry]) -> dict[str, Any]:
+    """Seconds per compile phase, summed over compile ids, from the trace's chromium events."""
+    begins: dict[tuple[str, str | None], list[float]] = {}
+    durations: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for entry in torch_trace.of_kind(entries, "chromium_event"):
+        try:
+            event = json.loads(entry.payload)
+        except json.JSONDecodeError:
+            continue
+        name, phase, ts = event.get("name"), event.get("ph"), event.get("ts")
+        key = (name, (event.get("args") or {}).get("compile_id"))
+        if phase == "B":
+            begins.setdefault(key, []).append(ts)
+        elif phase == "E" and begins.get(key):
+            durations[name] = durations.get(name, 0.0) + (ts - begins[key].pop()) / 1e6
+            counts[name] = counts.get(name, 0) + 1
+    out: dict[str, Any] = {}
+    for phase, names in _PHASES:
+        if any(n in durations for n in names):
+            out[f"{phase}_s"] = round(sum(durations.get(n, 0.0) for n in names), 4)
+    out["events"] = {name: round(seconds, 4) for name, seconds in sorted(durations.items(), key=lambda kv: -kv[1])[:40]}
+    out["event_counts"] = {name: counts[name] for name in out["events"]}
+    out["source"] = "PyTorch's dynamo_timed events in TORCH_TRACE"
+    return out
