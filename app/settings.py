@@ -69,9 +69,15 @@ SETTINGS: tuple[Setting, ...] = (
                                    "anyone compiled exactly this source before (docs/security.md)."),
     Setting("warm_toolchain_cache", True, "At start-up, run each pipeline's own warm-up job (never user code) "
                                           "to build the toolchain cache later jobs are seeded with (Inductor's "
-                                          "CPU ISA probes)."),
-    Setting("spare_workers", 1, "Sandboxed workers kept started per language, compiler already imported, each "
-                                "waiting for exactly one job (0: start every worker on demand)."),
+                                          "CPU ISA probes and the precompiled header of its kernels' prelude), "
+                                          "kept per toolchain version and host (CPU flags, C++ compiler)."),
+    Setting("spare_workers", 1, "Sandboxed workers kept started per language, each waiting for exactly one job "
+                                "with its compiler imported and warmed up on irscope's own code (PyTorch: a "
+                                "compile, then a reset; nothing of it reaches the job); a used one is replaced "
+                                "when its job ends (0: start every worker on demand)."),
+    Setting("measure_s", 1.0, "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "
+                              "calls, and after every stage is written); the Timings tab gives the repeat count "
+                              "and the spread."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
     Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),

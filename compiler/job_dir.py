@@ -14,6 +14,10 @@ import shutil
 
 from compiler.sandbox import SandboxUser
 
+# A spare worker writes this file into its job directory once it is ready for a job (its
+# compiler imported and warmed up); the runner only reads whether it exists.
+SPARE_READY = "spare-ready"
+
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 

@@ -24,7 +24,7 @@ from compiler import sandbox
 from compiler.bundle_reader import BundleCaps, BundleReader, BundleRuleError
 from compiler.model import JobError, Manifest, Stage
 from compiler.store import Job, Store
-from compiler.toolchain import toolchain
+from compiler.toolchain import host_fingerprint, toolchain
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ class RunnerConfig:
     user: sandbox.SandboxUser | None = None  # the host user jobs run as (with a root server)
     job_disk_bytes: int = 0  # size of each job's /job tmpfs; 0: a plain directory
     caps: BundleCaps = BundleCaps()  # what the runner reads of a job's out/ at most
+    measure_s: float = 1.0  # time a pipeline spends timing each side of eager vs compiled
 
 
 class LocalRunner:
@@ -97,38 +98,48 @@ class LocalRunner:
 
 class Spares:
     """Workers started ahead of demand, each already inside its own sandbox with its compiler
-    imported, waiting for exactly one job (its request.json); a used spare is replaced at once.
-    No two jobs ever share a process."""
+    imported and warmed up (the pipeline's `prepare_spare`), waiting for exactly one job (its
+    request.json). No two jobs ever share a process. A used spare is replaced when the job that
+    took it ends, so the new one's warm-up does not take CPU time from that job."""
 
     def __init__(self, config: RunnerConfig):
         self.config = config
         self._lock = threading.Lock()
         self._spares: dict[str, list[tuple[str, sandbox.Sandboxed]]] = {}
+        self._closed = False
 
     def fill(self, language: str) -> None:
         from compiler import registry
         if self.config.spare_workers <= 0 or not registry.get(language).prewarm_modules:
             return
         with self._lock:
+            if self._closed:
+                return
             ready = [(d, p) for d, p in self._spares.get(language, []) if p.alive()]
             while len(ready) < self.config.spare_workers:
                 ready.append(self._start(language))
             self._spares[language] = ready
 
     def take(self, language: str) -> tuple[str, sandbox.Sandboxed] | None:
+        """A live spare for `language` (a ready one first), or None. The caller refills (`fill`)
+        when its job ends."""
         with self._lock:
-            ready = self._spares.get(language, [])
-            spare = None
-            while ready and spare is None:
-                job_dir, proc = ready.pop(0)
+            alive = []
+            for job_dir, proc in self._spares.get(language, []):
                 if proc.alive():
-                    spare = (job_dir, proc)
+                    alive.append((job_dir, proc))
                 else:
                     proc.wait()
                     job_dirs.release(job_dir)
-        if spare is not None:
-            self.fill(language)
+            alive.sort(key=lambda spare: not is_ready(spare[0]))
+            spare = alive.pop(0) if alive else None
+            self._spares[language] = alive
         return spare
+
+    def ready(self, language: str) -> int:
+        """How many spares of `language` are ready for a job now."""
+        with self._lock:
+            return sum(1 for d, p in self._spares.get(language, []) if p.alive() and is_ready(d))
 
     def _start(self, language: str) -> tuple[str, sandbox.Sandboxed]:
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
@@ -149,11 +160,17 @@ class Spares:
 
     def shutdown(self) -> None:
         with self._lock:
+            self._closed = True
             for spares in self._spares.values():
                 for job_dir, proc in spares:
                     proc.kill()
                     job_dirs.release(job_dir)
             self._spares.clear()
+
+
+def is_ready(job_dir: str) -> bool:
+    """True once the spare worker in `job_dir` has said it is ready (job_dir.SPARE_READY)."""
+    return os.path.lexists(os.path.join(job_dir, job_dirs.SPARE_READY))
 
 
 def _logged(fn, *args) -> None:
@@ -167,8 +184,9 @@ TOOLCHAIN_MOUNT = "/opt/irscope-toolchain"
 
 
 def toolchain_cache_dir(config: RunnerConfig, language: str, versions: dict[str, str]) -> str:
-    """Where the trusted toolchain cache for this language and these versions lives."""
-    key = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
+    """Where the trusted toolchain cache for this language, these versions and this host lives."""
+    key = hashlib.sha256(json.dumps({"versions": versions, "host": host_fingerprint()},
+                                    sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(config.data_dir, "toolchain", f"{language}-{key}")
 
 
@@ -248,12 +266,14 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
         "IRSCOPE_MEMORY_LIMIT_MB": str(config.limits.memory_bytes // 2**20),
         "IRSCOPE_FILE_SIZE_LIMIT_MB": str(config.limits.file_bytes // 2**20),
         "IRSCOPE_MAX_STAGE_BYTES": str(config.max_stage_bytes),
+        "IRSCOPE_MEASURE_S": str(config.measure_s),
     }
 
 
 def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None) -> None:
     """Run one job to the end and store everything it produced that keeps the runner's rules."""
     spare = spares.take(job.request.language) if spares else None
+    ready = spare is not None and is_ready(spare[0])
     if spare is not None:
         job_dir, proc = spare
     else:
@@ -318,12 +338,15 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
                                               size=len(text.encode())), text)
     timings = dict(manifest.timings) if not broken else {}
     timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none",
-                      "worker": "pre-started" if spare else "started for the job"}
+                      "worker": "pre-started" if spare else "started for the job",
+                      "worker_was_ready": ready if spare else False}
     if error is not None and error.kind == "WorkerCrashed":
         error = JobError(error.kind, scrub_paths(error.message, config, job_dir), error.line)
     store.finish_job(job.id, error, timings)
     if not config.keep_job_dirs:
         job_dirs.release(job_dir)
+    if spares is not None:
+        _logged(spares.fill, job.request.language)
 
 
 def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:

@@ -13,7 +13,6 @@ JobContext from them once and hands it to the pipeline.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -23,10 +22,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Mapping
 
+from compiler import job_dir as job_dirs
 from compiler import registry
 from compiler.model import JobError, Request
-from compiler.pipeline import DEFAULT_MAX_STAGE_BYTES, DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, JobContext, JobLimits, \
-    OptionError, UserError
+from compiler.pipeline import DEFAULT_MAX_STAGE_BYTES, DEFAULT_MEASURE_S, DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, \
+    JobContext, JobLimits, OptionError, UserError
 from compiler.user_code import user_error
 
 
@@ -49,26 +49,33 @@ def environment_settings(environ: Mapping[str, str]) -> WorkerSettings:
         value = environ.get(name, "")
         return int(value) if value.strip() else None
 
+    def seconds(name: str, default: float) -> float:
+        value = environ.get(name, "")
+        return float(value) if value.strip() else default
+
     return WorkerSettings(
         workdir=environ.get("IRSCOPE_WORKDIR", ""),
         spare_for=environ.get("IRSCOPE_SPARE_FOR", ""),
         limits=JobLimits(output_bytes=number("IRSCOPE_OUTPUT_LIMIT") or DEFAULT_OUTPUT_LIMIT_BYTES,
                          memory_mb=number("IRSCOPE_MEMORY_LIMIT_MB"),
-                         file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB")),
+                         file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB"),
+                         measure_s=seconds("IRSCOPE_MEASURE_S", DEFAULT_MEASURE_S)),
         max_stage_bytes=number("IRSCOPE_MAX_STAGE_BYTES") or DEFAULT_MAX_STAGE_BYTES,
         toolchain_cache=environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""),
         export_toolchain_cache=environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE", ""),
     )
 
 
-def prewarm(language: str, scratch: str) -> None:
-    """A spare worker: set the pipeline's environment and import its compiler before any job
-    exists, so the job it is later handed does not wait for the import. Only pipelines whose
-    environment() does not depend on the request declare prewarm_modules."""
+def prewarm(language: str, scratch: str, toolchain_cache: str, job_dir: str) -> None:
+    """A spare worker: set the pipeline's environment and let the pipeline get the process ready
+    (import its compiler, maybe a warm-up compile of its own code) before any job exists, so the
+    job it is later handed does not wait for that. Only pipelines whose environment() does not
+    depend on the request declare prewarm_modules. Then say so (job_dir.SPARE_READY) for the runner."""
     pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
-    for module in pipeline.prewarm_modules:
-        importlib.import_module(module)
+    pipeline.prepare_spare(scratch, toolchain_cache)
+    with open(os.path.join(job_dir, job_dirs.SPARE_READY), "w", encoding="utf-8"):
+        pass
 
 
 def wait_for_request(path: str, poll_s: float = 0.01) -> None:
@@ -82,7 +89,7 @@ def main(argv: list[str]) -> int:
     scratch = settings.workdir or tempfile.mkdtemp(prefix="irscope-")
     os.makedirs(scratch, exist_ok=True)
     if settings.spare_for:
-        prewarm(settings.spare_for, scratch)
+        prewarm(settings.spare_for, scratch, settings.toolchain_cache, job_dir)
         wait_for_request(os.path.join(job_dir, "request.json"))
     with open(os.path.join(job_dir, "request.json"), encoding="utf-8") as f:
         spec = json.load(f)

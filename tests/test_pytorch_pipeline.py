@@ -1,14 +1,18 @@
 """The PyTorch pipeline end to end: real torch.compile runs in the real sandbox, through the API.
 
 Every model is compiled once: a module fixture submits all jobs at start-up to one app (two
-workers, Inductor's ISA probes already built by the session's warm-up job, a spare worker with
-torch imported), and each test asserts many things about the job it waits for. One more app
-starts cold, for the toolchain-cache comparison.
+workers, Inductor's ISA probes and precompiled header already built by the session's warm-up job,
+a spare worker that imported torch and ran its warm-up compile), and each test asserts many
+things about the job it waits for. One more app starts cold (no toolchain cache, a worker started
+for its job), for the comparisons with the spare's job.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 import time
 from urllib.parse import quote
 
@@ -143,14 +147,75 @@ example_inputs = (torch.randn(2, 8, 32),)
 '''
 TRANSFORMER_SOFTMAX_LINE = 22
 
+# The spare's job, compiled by the cold app too: two frames (a graph break), parameters, a
+# backward compiled for both, and a data-dependent branch that random numbers decide.
+SPARE_MODEL = '''import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.eye(6) + 0.1 * torch.randn(6, 6))
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, b):
+        y = torch.linalg.solve(self.a, b).relu()
+        print("between the graphs")
+        if y.sum() > 1:
+            return torch.softmax(self.lin(y), dim=-1)
+        return self.lin(y).tanh()
+
+
+model = Net()
+example_inputs = lambda: (torch.randn(6, 3),)
+'''
+SPARE_OPTIONS = {"training": True}
+
+# The user's code, between the two graphs of its model, looks at the job's own result bundle
+# (/job/out/manifest.json, what the runner reads while the job runs) until the first graph's
+# output code is there, and prints what it saw: stages are written while the compile runs.
+STREAMED = '''import json
+import time
+
+import torch
+
+
+@torch.compiler.disable
+def look():
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        with open("/job/out/manifest.json") as f:
+            manifest = json.load(f)
+        keys = [s["key"] for s in manifest["stages"]]
+        if any(k.startswith("inductor.output_code:0/0") for k in keys):
+            break
+        time.sleep(0.01)
+    print("SEEN " + json.dumps({"keys": keys, "progress": manifest["progress"]}))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.relu(self.lin(x))
+        look()
+        return torch.softmax(y * 2, dim=-1)
+
+
+model = Net()
+example_inputs = (torch.randn(4, 8),)
+'''
+
 VIRTUAL_SM90 = "import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\nexample_inputs = (torch.randn(1024),)\n"
 SHAPE_ERROR = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n\n"
                "example_inputs = (torch.ones(2, 2),)\n")
-CACHED_SOLVE = SOLVE_MODEL.replace("tanh()", "relu()")
 
-# name -> (source, options). "warm_solve" goes first, to the pre-started worker.
+# name -> (source, options). "spare" goes first, to the pre-started worker.
 JOBS = {
-    "warm_solve": (CACHED_SOLVE, {}),
+    "spare": (SPARE_MODEL, SPARE_OPTIONS),
+    "streamed": (STREAMED, {}),
     "graph_break": (GRAPH_BREAK_MODEL, {}),
     "transformer": (TRANSFORMER, {}),
     "training": (SOLVE_MODEL, {"training": True}),
@@ -214,17 +279,17 @@ class Compiled:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory, pytorch_toolchain_cache):
     cold_app = make_app(tmp_path_factory.mktemp("cold"), workers=1)
-    cold = cold_app.test_client().post("/api/compile", json={"language": "pytorch", "source": CACHED_SOLVE})
+    cold = cold_app.test_client().post("/api/compile", json={"language": "pytorch", "source": SPARE_MODEL,
+                                                             "options": SPARE_OPTIONS})
     data = tmp_path_factory.mktemp("warm") / "var"
     seed_toolchain_cache(pytorch_toolchain_cache, str(data))
     app = make_app(data.parent, workers=2, spare_workers=1, warm_toolchain_cache=True)
     spares = app.extensions["irscope"].runner.spares
-    deadline = time.monotonic() + 300  # wait for a condition, with a bound: the spare's torch import
-    while time.monotonic() < deadline and not (spares._spares.get("pytorch")
-                                               and _has_torch_loaded(spares._spares["pytorch"][0][1].proc.pid)):
+    deadline = time.monotonic() + 600  # wait for a condition, with a bound: the spare's import and warm-up
+    while time.monotonic() < deadline and not spares.ready("pytorch"):
         time.sleep(0.2)
     spare = spares._spares["pytorch"][0][1]
-    assert _has_torch_loaded(spare.proc.pid), "the spare worker never imported torch"
+    assert spares.ready("pytorch") and _has_torch_loaded(spare.proc.pid), "the spare worker never got ready"
     client = app.test_client()
     ids = {}
     for name, (source, options) in JOBS.items():
@@ -236,6 +301,55 @@ def compiled(tmp_path_factory, pytorch_toolchain_cache):
     app.extensions["irscope"].runner.shutdown()
     cold_app.extensions["irscope"].runner.shutdown()
     assert waiting and not any(proc.alive() for proc in waiting), "shutdown left a spare worker running"
+
+
+# Run outside the sandbox, in a process of its own: Inductor compiles a kernel with the toolchain
+# cache's header linked in (as a job does), every C++ command it runs is recorded, and the ones
+# that include the precompiled header are run again with g++'s -H, which prints the header files
+# a compile reads: a precompiled header g++ accepts is marked "!", one it rejects "x".
+_GXX_CHECK = r"""
+import json, os, shlex, subprocess, sys
+import torch
+import torch._inductor.codecache as codecache
+import torch._inductor.cpp_builder as cpp_builder
+from compiler.pytorch import toolchain_cache
+
+cache = sys.argv[1]
+toolchain_cache.import_probes(cache, os.environ["TORCHINDUCTOR_CACHE_DIR"])
+linked = toolchain_cache.link_headers(cache, codecache._HEADER_DIR)
+commands = []
+run = cpp_builder._run_compile_cmd
+def recording(cmd_line, cwd):
+    commands.append((cmd_line, cwd))
+    return run(cmd_line, cwd)
+cpp_builder._run_compile_cmd = recording
+torch.compile(lambda x: torch.sin(x) * 2 + 1)(torch.randn(64))
+checks = []
+for cmd_line, cwd in commands:
+    if "-include" in cmd_line:
+        done = subprocess.run(shlex.split(cmd_line) + ["-H"], cwd=cwd, capture_output=True, text=True)
+        checks.append(done.stderr.splitlines()[0] if done.stderr else "")
+print(json.dumps({"linked": linked, "built": toolchain_cache.headers_built(codecache._HEADER_DIR),
+                  "header_dir": codecache._HEADER_DIR, "checks": checks}))
+"""
+
+
+def test_gxx_takes_the_seeded_precompiled_header(compiled, pytorch_toolchain_cache, tmp_path):
+    """g++ uses the warm-up's precompiled header as it is (it would silently parse the header
+    instead if the .gch did not fit the compiler and flags), also at another path than the one
+    it was built at, through the link a job gets."""
+    env = dict(os.environ, TMPDIR=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env.pop("TORCH_TRACE", None)
+    done = subprocess.run([sys.executable, "-c", _GXX_CHECK, pytorch_toolchain_cache], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["linked"] and result["built"] == []
+    assert result["checks"], "Inductor compiled no kernel with the precompiled header"
+    for first in result["checks"]:
+        assert first.startswith("! " + result["header_dir"]) and first[2:].endswith(".h.gch"), first
+        assert os.path.basename(first[2:]) in result["linked"]
 
 
 def test_graph_break_model_all_core_stages(compiled):
@@ -400,33 +514,110 @@ def _is_probe(directory: str) -> bool:
             and not any("cpp_prefix.h" in text for text in sources))
 
 
-def test_toolchain_cache_seeds_isa_probes_without_changing_what_is_compiled(compiled, pytorch_toolchain_cache):
-    """The warm-up built Inductor's ISA probes once (the session fixture); a job seeded with them
-    compiles the same output code as a cold job, and the cache holds only probes: no graph or
-    kernel cache entry. How many probes there are depends on the host's ISA, so the count is
-    compared with what the warm-up built, never with a number."""
+def test_toolchain_cache_seeds_probes_and_the_precompiled_header_without_changing_what_is_compiled(
+        compiled, pytorch_toolchain_cache):
+    """The warm-up built Inductor's ISA probes and the precompiled header of cpp_prefix.h once
+    (the session fixture). The cold job (no cache) builds that same header itself, under the same
+    name (a hash of the preprocessed header, the compiler and the flags: the warm-up built it at
+    the job's paths with the job's flags); the spare's job, seeded, builds none, and its compile
+    runs fewer C++ compiles; both compile the same code. How many probes there are depends on the
+    host's ISA, so counts are compared with what the warm-up built, never with a number."""
     cold = wait_job(compiled.cold_client, compiled.cold_id, timeout=900)
-    warm = compiled.job("warm_solve")
+    warm = compiled.job("spare")
     assert cold["status"] == warm["status"] == "done", (cold["error"], warm["error"])
-    entries = os.listdir(pytorch_toolchain_cache)
-    assert entries and all(_is_probe(os.path.join(pytorch_toolchain_cache, e)) for e in entries), entries
-    assert cold["timings"]["compile"]["isa_probes_from_toolchain_cache"] == 0
-    assert warm["timings"]["compile"]["isa_probes_from_toolchain_cache"] == len(entries)
-    strip = lambda text: "\n".join(line for line in text.split("\n") if "kernel path:" not in line)  # noqa: E731
-    assert strip(compiled.text("warm_solve", "inductor.output_code:0/0")) == \
-        strip(stage_text(compiled.cold_client, compiled.cold_id, "inductor.output_code:0/0"))
+    assert sorted(os.listdir(pytorch_toolchain_cache)) == ["isa_probes", "precompiled_headers"]
+    probes = os.listdir(os.path.join(pytorch_toolchain_cache, "isa_probes"))
+    assert probes and all(_is_probe(os.path.join(pytorch_toolchain_cache, "isa_probes", e)) for e in probes), probes
+    headers = sorted(os.listdir(os.path.join(pytorch_toolchain_cache, "precompiled_headers")))
+    gch = [h for h in headers if h.endswith(".h.gch")]
+    assert gch and headers == sorted(gch + [h[:-4] for h in gch])  # each .gch beside its header, nothing else
+    cold_c, warm_c = cold["timings"]["compile"], warm["timings"]["compile"]
+    assert cold_c["isa_probes_from_toolchain_cache"] == 0 and cold_c["precompiled_headers_from_toolchain_cache"] == 0
+    assert warm_c["isa_probes_from_toolchain_cache"] == len(probes)
+    assert warm_c["precompiled_headers_from_toolchain_cache"] == len(gch)
+    assert cold_c["precompiled_headers_built_in_job"] and set(cold_c["precompiled_headers_built_in_job"]) <= set(gch)
+    assert warm_c["precompiled_headers_built_in_job"] == []  # the seeded header was not rebuilt
+    assert warm_c["event_counts"]["compile_file"] < cold_c["event_counts"]["compile_file"]
+    assert compiled.text("spare", "inductor.output_code:0/0_1") == \
+        stage_text(compiled.cold_client, compiled.cold_id, "inductor.output_code:0/0_1")
 
 
-def test_pre_started_worker_has_torch_imported_and_is_used_once(compiled):
-    """The spare had torch loaded before its job existed (the fixture saw libtorch mapped in its
-    process), took the first job, and was replaced by a new spare: one job per process."""
-    job = compiled.job("warm_solve")
+# What differs between two cold runs of the same source, and so between any two runs: object
+# addresses (guards check `id()`s; the pre-grad graph prints its graph's id) and the uuid4 in the
+# name of each compiled function Dynamo installs (bytecode). Masked; nothing else is.
+_VARIES = ((re.compile(r"(___check_(?:obj|type)_id\(.*?), \d+\)"), r"\1, <id>)"),
+           (re.compile(r"# graph id: \d+"), "# graph id: <id>"),
+           (re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"), r"\1_<uuid>"))
+# Not compile stages: a profile of one timed call, and the worker's own log (timestamps).
+_RUN_RECORDS = {"run.kernels", "worker.log"}
+
+
+def _varying_masked(text: str) -> str:
+    for pattern, replacement in _VARIES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def test_warmed_spare_compiles_every_stage_as_a_cold_worker(compiled):
+    """The spare imported torch and compiled irscope's own model before its job existed, then
+    reset. Its job's stages are the cold job's, byte for byte (up to what two cold runs vary):
+    the same keys in the same order, compile ids from 0/0, the trace holding the user's frames
+    only, the same generated names and code."""
+    cold = wait_job(compiled.cold_client, compiled.cold_id, timeout=900)
+    warm = compiled.job("spare")
+    assert cold["status"] == warm["status"] == "done", (cold["error"], warm["error"])
+    report = warm["timings"]["compile"]["worker_warm_up"]
+    assert report["warm_up_compile_s"] > 0 and report["counters_rewound"]  # the warm-up compiled and reset
+    assert cold["timings"]["compile"]["worker_warm_up"] is None
+    keys = [s["key"] for s in warm["stages"] if s["key"] not in _RUN_RECORDS]
+    assert keys == [s["key"] for s in cold["stages"] if s["key"] not in _RUN_RECORDS]
+    assert keys[:3] == ["source", "dynamo.fx_graph:0/0_1", "dynamo.fx_graph_drawing:0/0_1"]
+    assert "inductor.output_code:0/0_1.backward" in keys
+    differ = []
+    for key in keys:
+        a, b = compiled.text("spare", key), stage_text(compiled.cold_client, compiled.cold_id, key)
+        if a != b:
+            assert _varying_masked(a) == _varying_masked(b), key
+            differ.append(key)
+    assert set(differ) <= {k for k in keys if k.startswith(("dynamo.guards", "dynamo.bytecode", "inductor.pre_grad"))}
+    assert any(k.startswith("aot.backward_graph:1/") for k in keys)  # the second frame's backward too
+    assert "between the graphs" in compiled.text("spare", "run.stdout")
+
+
+def test_pre_started_worker_is_used_once_and_replaced(compiled):
+    """The spare had torch loaded and its warm-up done before its job existed (the fixture waited
+    for both), took the first job, and was replaced by a new spare: one job per process."""
+    job = compiled.job("spare")
     assert job["status"] == "done", job["error"]
-    assert job["timings"]["job"]["worker"] == "pre-started"
-    FileCheck().check_regex("linalg[._]solve").check("relu").run(compiled.text("warm_solve", "dynamo.fx_graph"))
+    assert job["timings"]["job"]["worker"] == "pre-started" and job["timings"]["job"]["worker_was_ready"]
+    FileCheck().check_regex("linalg[._]solve").check("relu").run(compiled.text("spare", "dynamo.fx_graph"))
     assert not compiled.spare_before.alive()  # its one job done, the process is gone
+    deadline = time.monotonic() + 120  # the replacement starts when the job ends; wait for it, bounded
+    while time.monotonic() < deadline and not compiled.svc.runner.spares._spares.get("pytorch"):
+        time.sleep(0.1)
     replacement = compiled.svc.runner.spares._spares["pytorch"][0][1]
     assert replacement is not compiled.spare_before and replacement.alive()
+
+
+def test_stages_are_written_while_the_compile_runs(compiled):
+    """Between its model's two graphs, the user's code saw the first graph's stages, down to its
+    output code and kernels, already in the job's result bundle, and nothing of the second graph:
+    each stage is written when the compiler has produced it, not when the job ends."""
+    job = compiled.job("streamed")
+    assert job["status"] == "done", job["error"]
+    out = compiled.text("streamed", "run.stdout")
+    seen = json.loads(out.split("SEEN ", 1)[1].split("\n", 1)[0])
+    first = [k for k in seen["keys"] if k.endswith(("0/0", "0/0_1"))]
+    assert any(k.startswith("dynamo.fx_graph:0/0") for k in first)
+    assert any(k.startswith("aot.") for k in first) and any(k.startswith("inductor.output_code:0/0") for k in first)
+    assert any(k.startswith("kernel:") for k in seen["keys"])
+    assert not any(k.endswith(":1/0") for k in seen["keys"])  # the second frame was not compiled yet
+    final = [s["key"] for s in job["stages"]]
+    assert final[:len(seen["keys"])] == seen["keys"]  # stages are only ever appended
+    assert "inductor.output_code:1/0" in final
+    # the groups in the order the compiler produced them: Dynamo, AOTAutograd, Inductor, Kernels
+    groups = list(dict.fromkeys(s["group"] for s in job["stages"]))
+    assert groups[:5] == ["Source", "Dynamo", "AOTAutograd", "Inductor", "Kernels"]
 
 
 def test_virtual_sm90_target_through_the_api(compiled):

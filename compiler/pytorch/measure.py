@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import statistics
+import time
+import timeit
 from typing import Any, Callable
 
 from compiler.user_code import CappedText, captured_stdout
@@ -32,31 +34,49 @@ def _stepper(inputs: tuple, training: bool, torch: Any) -> Callable[[Any], Any]:
     return step
 
 
-def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any) -> dict[str, Any]:
-    """`timings.run`: medians with spread, memory peaks, accuracy; and the kernel profile."""
+def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any,
+            seconds: float = 1.0) -> dict[str, Any]:
+    """`timings.run`: medians with spread, memory peaks, accuracy; and the kernel profile. Timing
+    each side (warm-up included) takes about `seconds` (setting measure_s), or one warm-up and
+    one timed call where a single call takes longer."""
     step = _stepper(inputs, training, torch)
     on_cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
     where = (f"{torch.cuda.get_device_name()}, CUDA events (triton.testing.do_bench)" if on_cuda
-             else f"host CPU ({torch.get_num_threads()} threads), torch.utils.benchmark")
+             else f"host CPU ({torch.get_num_threads()} threads), blocks of calls of about 10 ms each, "
+                  f"timed with the garbage collector off (timeit)")
     result: dict[str, Any] = {"where": where, "what": "forward + backward" if training else "forward",
-                              "statistic": "median per call after warm-up; spread is the IQR"}
+                              "statistic": "median over the timed blocks of the time per call, after warm-up; spread is "
+                                           "the IQR of the blocks",
+                              "seconds_per_side": seconds}
     outputs: dict[str, Any] = {}
     with captured_stdout(CappedText(0)):  # prints inside forward would flood the output
         for name, fn in (("eager", model), ("compiled", compiled)):
-            for _ in range(3):  # warm-up: caches, allocator, the lazily compiled backward
+            started = time.perf_counter()
+            # warm-up (caches, allocator, the lazily compiled backward): up to 3 calls, a quarter
+            # of the time at most
+            for _ in range(3):
+                before = time.perf_counter()
                 outputs[name] = step(fn)
-            times_ms = _cuda_times(step, fn) if on_cuda else _cpu_times(step, fn)
+                per_call_s = time.perf_counter() - before
+                if time.perf_counter() - started > seconds / 4:
+                    break
+            left = max(seconds - (time.perf_counter() - started), 0.05)
+            times_ms, calls = _cuda_times(step, fn, left) if on_cuda else _cpu_times(step, fn, left, per_call_s)
             result[f"{name}_ms"] = round(statistics.median(times_ms), 4)
             quartiles = statistics.quantiles(times_ms, n=4) if len(times_ms) > 1 else [times_ms[0]] * 3
             result[f"{name}_iqr_ms"] = round(quartiles[2] - quartiles[0], 4)
             result[f"{name}_repeats"] = len(times_ms)
+            result[f"{name}_calls_timed"] = calls
+            result[f"{name}_measure_s"] = round(time.perf_counter() - started, 3)
         result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] else None
+        started = time.perf_counter()
         reference = _float64_reference(model, inputs, torch)
         result["accuracy"] = {"vs_eager": _errors(outputs["eager"], outputs["compiled"], torch)}
         if reference is not None:
             result["accuracy"]["vs_float64_eager"] = _errors(reference, outputs["compiled"], torch)
             result["accuracy"]["eager_vs_float64_eager"] = _errors(reference, outputs["eager"], torch)
         profiles = {name: _profile(step, fn, torch) for name, fn in (("eager", model), ("compiled", compiled))}
+        result["profile_s"] = round(time.perf_counter() - started, 3)
     result["memory"] = {f"{name}_peak_bytes": p["peak_bytes"] for name, p in profiles.items()}
     result["memory"]["how"] = ("torch.profiler (profile_memory) over one call: the highest running total of "
                                "bytes allocated minus freed, in time order")
@@ -65,17 +85,25 @@ def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any
     return result
 
 
-def _cpu_times(step: Callable[[Any], Any], fn: Any) -> list[float]:
-    """Milliseconds per call of each of torch.utils.benchmark's blocked measurements."""
-    from torch.utils.benchmark import Timer
-    m = Timer(stmt="step(fn)", globals={"step": step, "fn": fn}).blocked_autorange(min_run_time=0.5)
-    return [t * 1e3 for t in m.times]
+def _cpu_times(step: Callable[[Any], Any], fn: Any, seconds: float, per_call_s: float) -> tuple[list[float], int]:
+    """Milliseconds per call of blocks of calls (about 10 ms each, so the clock's resolution does
+    not matter; timed by timeit, which turns the garbage collector off), repeated for about
+    `seconds` (at least one block); and how many calls that was."""
+    number = max(1, min(100_000, int(0.01 / max(per_call_s, 1e-7))))
+    timer = timeit.Timer(lambda: step(fn))
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while not times or time.perf_counter() < deadline:
+        times.append(timer.timeit(number) / number * 1e3)
+    return times, len(times) * number
 
 
-def _cuda_times(step: Callable[[Any], Any], fn: Any) -> list[float]:
+def _cuda_times(step: Callable[[Any], Any], fn: Any, seconds: float) -> tuple[list[float], int]:
     """Milliseconds per call from CUDA events, Triton's do_bench (it flushes the L2 between calls)."""
     import triton.testing
-    return list(triton.testing.do_bench(lambda: step(fn), warmup=25, rep=200, return_mode="all"))
+    times = list(triton.testing.do_bench(lambda: step(fn), warmup=min(25, int(seconds * 250)),
+                                         rep=max(int(seconds * 750), 10), return_mode="all"))
+    return times, len(times)
 
 
 def _float64_reference(model: Any, inputs: tuple, torch: Any) -> Any:

@@ -6,17 +6,16 @@ function returning one). Grad mode, dtypes and module mode are left as the sourc
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
-from compiler import graph_drawing
 from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
-from compiler.pytorch import artifact_logs, export, fx_graph_dot, measure, toolchain_cache
-from compiler.pytorch import source_map as torch_source_map
+from compiler.pipeline import JobContext, Option, OptionError, Pipeline, UserError
+from compiler.pytorch import artifact_logs, export, measure, spare_warmup, toolchain_cache
 from compiler.pytorch import trace as torch_trace
+from compiler.pytorch.trace_stages import TraceStages, compile_timings
+from compiler.pytorch.trace_stream import StageStream, TraceTail
 from compiler.user_code import CappedText, captured_stdout, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
@@ -41,32 +40,6 @@ class Block(nn.Module):
 model = Block()
 example_inputs = (torch.randn(8, 64),)
 '''
-
-# Trace entry kind (or artifact name) -> (stage key prefix, title, group). Order is page order.
-_GRAPH_STAGES = (
-    ("dynamo_output_graph", "dynamo.fx_graph", "Dynamo FX graph", "Dynamo"),
-    ("aot_joint_graph", "aot.joint_graph", "Joint graph", "AOTAutograd"),
-    ("aot_forward_graph", "aot.forward_graph", "Forward graph", "AOTAutograd"),
-    ("aot_inference_graph", "aot.forward_graph", "Inference graph", "AOTAutograd"),
-    ("aot_backward_graph", "aot.backward_graph", "Backward graph", "AOTAutograd"),
-    ("after_pre_grad_graph", "inductor.pre_grad_graph", "Pre-grad graph", "Inductor"),
-    ("inductor_post_grad_graph", "inductor.post_grad_graph", "Post-grad graph", "Inductor"),
-)
-
-# Compile phases: PyTorch's own dynamo_timed event names, summed per phase.
-_PHASES = (
-    ("dynamo_tracing", ("bytecode_tracing",)),
-    ("aot_autograd", ("aot_collect_metadata", "aot_trace_joint_graph", "aot_trace_inference_graph",
-                      "min_cut_rematerialization_partition")),
-    ("inductor_lowering", ("GraphLowering.run",)),
-    ("scheduling_codegen", ("GraphLowering.codegen",)),
-    ("kernel_compile", ("PyCodeCache.load_by_key_path", "async_compile.wait")),
-    ("total", ("entire_frame_compile",)),
-)
-
-
-_PROVENANCE_NOTE = ("irscope compiles with torch._inductor.config.trace.provenance_tracking_level = 1 so that "
-                    "kernels link to your lines; it adds only the '# [Provenance debug handles]' comments.")
 
 
 def _validate_inductor_config(value: dict[str, Any]) -> dict[str, Any]:
@@ -119,6 +92,9 @@ class PyTorchPipeline(Pipeline):
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
         }
 
+    def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
+        spare_warmup.warm(workdir, toolchain_cache)
+
     def run(self, request: Request, ctx: JobContext) -> None:
         options, bundle = request.options, ctx.bundle
         bundle.add("source", "Source", "Source", "python", request.source,
@@ -129,8 +105,11 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
+        import torch._inductor.codecache
         import torch._inductor.config as inductor_config
         import_s = time.perf_counter() - started
+        header_dir = torch._inductor.codecache._HEADER_DIR
+        headers = toolchain_cache.link_headers(ctx.toolchain_cache, header_dir)
         # Provenance tracking links each kernel to the user's lines; it only adds
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1
@@ -143,7 +122,9 @@ class PyTorchPipeline(Pipeline):
                                            "graphs for AOTInductor")
 
         bundle.progress("running your source")
+        started = time.perf_counter()
         namespace, printed = run_source(ctx, path)
+        run_source_s = time.perf_counter() - started
         model, inputs = _entry_points(namespace, torch)
         if options["target"] != "host":
             if not torch.cuda.is_available():
@@ -159,39 +140,46 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)")
         sink = CappedText(ctx.limits.output_bytes)
         error: UserError | None = None
+        # Stages are written from the trace while the compile runs (the user's own compiles in
+        # the source included: the trace is read from its start).
+        stream = StageStream(TraceStages(bundle, (path, USER_FILE)), TraceTail(_trace_dir(ctx.workdir), torch),
+                             bundle.progress)
         started = time.perf_counter()
-        try:
-            with captured_stdout(sink):
-                if options["export"]:
-                    compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
-                                                         (path, USER_FILE), torch)
-                outputs = compiled(*inputs)
-                if options["training"]:
-                    bundle.progress("running backward (compiles the backward graph)")
-                    measure.loss_of(outputs, torch).backward()
-        except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            error = user_error(e, path, ctx.limits, _error_kind(e))
+        with stream.running():
+            try:
+                with captured_stdout(sink):
+                    if options["export"]:
+                        compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
+                                                             (path, USER_FILE), torch)
+                    outputs = compiled(*inputs)
+                    if options["training"]:
+                        bundle.progress("running backward (compiles the backward graph)")
+                        measure.loss_of(outputs, torch).backward()
+            except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                error = user_error(e, path, ctx.limits, _error_kind(e))
         first_call_s = time.perf_counter() - started
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
-        bundle.progress("reading the structured trace")
-        entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
-        _write_trace_stages(bundle, entries, (path, USER_FILE))
-        _write_log_stages(bundle, artifact_logs.texts(logs), torch_trace.compile_ids(entries),
-                          (path, USER_FILE))
-        timings = _compile_timings(entries)
+        entries = stream.finish(artifact_logs.texts(logs))
+        timings = compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
+        timings["run_source_s"] = round(run_source_s, 3)
+        timings["final_stages_s"] = round(time.perf_counter() - started - first_call_s, 3)
         timings["first_call_s"] = round(first_call_s, 3)
         timings["isa_probes_from_toolchain_cache"] = probes
+        timings["precompiled_headers_from_toolchain_cache"] = len(headers)
+        timings["precompiled_headers_built_in_job"] = toolchain_cache.headers_built(header_dir)
+        timings["worker_warm_up"] = spare_warmup.report()
         bundle.timing("compile", timings)
         if error is not None:
             raise error
         if ctx.export_toolchain_cache:  # the trusted warm-up job only
-            toolchain_cache.export_probes(cache_dir, ctx.export_toolchain_cache)
+            toolchain_cache.export(cache_dir, header_dir, ctx.export_toolchain_cache)
             return
+        # Every stage is in the bundle (and so reaches the page) before the measurement starts.
         bundle.progress("timing eager and compiled calls")
-        run = measure.measure(model, compiled, inputs, options["training"], torch)
+        run = measure.measure(model, compiled, inputs, options["training"], torch, ctx.limits.measure_s)
         kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", kernels)
         bundle.timing("run", run)
@@ -206,7 +194,7 @@ class PyTorchPipeline(Pipeline):
             raise UserError("OptionError", str(e)) from None
         finally:
             entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
-            ctx.bundle.timing("compile", _compile_timings(entries))
+            ctx.bundle.timing("compile", compile_timings(entries))
 
 
 def _trace_dir(workdir: str) -> str:
@@ -270,149 +258,3 @@ def _error_kind(exc: BaseException) -> str:
     module = type(exc).__module__ or ""
     return "CompileError" if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
         else "UserCodeError"
-
-
-# Trace entries outside any Dynamo frame (AOTInductor on the export path) are grouped under this.
-UNFRAMED = "export"
-
-
-def _cid(entry: torch_trace.TraceEntry) -> str:
-    return entry.compile_id or UNFRAMED
-
-
-def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> None:
-    """Write the graph and code stages, in compile order, with source maps."""
-    node_lines: dict[str, dict[str, set[int]]] = {}
-    for cid in dict.fromkeys(_cid(e) for e in entries):
-        for_cid = [e for e in entries if _cid(e) == cid]
-        for kind, key, title, group in _GRAPH_STAGES:
-            for i, entry in enumerate(torch_trace.of_kind(for_cid, kind)):
-                pairs, nodes = torch_source_map.fx_code_map(entry.payload, user_paths)
-                node_lines.setdefault(cid, {})
-                node_lines[cid] = torch_source_map.merge_node_lines(node_lines[cid], nodes)
-                stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
-                if not bundle.has(stage_key):
-                    meta = {}
-                    if kind == "aot_backward_graph":
-                        saved = torch_source_map.saved_for_backward(entry.payload)
-                        meta = {"saved_for_backward": [n for n, _ in saved],
-                                "note": f"Saved for backward ({len(saved)}): " + ", ".join(f"{n}: {t}" for n, t in saved)}
-                    bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs,
-                               meta=meta)
-                    if kind == "dynamo_output_graph":
-                        graph_drawing.add_graph(bundle, f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
-                                                f"FX graph drawing [{cid}]", group, fx_graph_dot.to_dot(entry.payload))
-        kernels: dict[str, set[int]] = {}
-        for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_kernel_stack_traces"):
-            try:
-                traces = json.loads(entry.payload)
-            except json.JSONDecodeError:
-                continue
-            for name, lines in torch_source_map.kernel_lines_from_provenance(traces, user_paths).items():
-                kernels.setdefault(name, set()).update(lines)
-        for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_node_mappings"):
-            try:
-                mappings = json.loads(entry.payload)
-            except json.JSONDecodeError:
-                continue
-            found = torch_source_map.kernel_lines_from_node_mappings(mappings, node_lines.get(cid, {}))
-            for name, lines in found.items():
-                kernels.setdefault(name, set()).update(lines)
-        for i, entry in enumerate(torch_trace.of_kind(for_cid, "inductor_output_code")):
-            first = entry.payload.split("\n", 1)[0]
-            suffix = ".backward" if "backward" in first else ("" if i == 0 else f".{i}")
-            pairs = torch_source_map.output_code_map(entry.payload, node_lines.get(cid, {}), kernels)
-            bundle.add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor", "python",
-                       entry.payload, source_map=pairs,
-                       meta={"file": (entry.data or {}).get("filename", ""), "note": _PROVENANCE_NOTE})
-            _write_kernel_stages(bundle, entry.payload, pairs, "")
-        for entry in torch_trace.of_kind(for_cid, "dynamo_cpp_guards_str"):
-            bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
-                       source_map=torch_source_map.trailing_location_map(entry.payload, user_paths))
-    recompiles = torch_trace.of_kind(entries, "recompile_reasons")
-    if recompiles:
-        text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{e.payload.strip()}"
-                            for n, e in enumerate(recompiles, start=1))
-        bundle.add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
-                   source_map=torch_source_map.mention_map(text, user_paths))
-    breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
-    if breaks:
-        parts, pairs, offset = [], [], 0
-        for n, entry in enumerate(breaks, start=1):
-            block = f"## graph break {n} (compile {entry.compile_id})\n{entry.payload.rstrip()}\n"
-            line = torch_source_map.graph_break_line(entry.payload, user_paths)
-            if line:
-                pairs += [[offset + i, line] for i in range(1, 3)]
-            parts.append(block)
-            offset += block.count("\n") + 1
-        bundle.add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
-                   source_map=pairs, meta={"count": len(breaks)})
-
-
-# artifact log -> (stage key prefix, title, format)
-_LOG_STAGES = (
-    ("bytecode", "dynamo.bytecode", "Bytecode, original and modified"),
-    ("ir_pre_fusion", "inductor.ir_pre_fusion", "IR before fusion"),
-    ("ir_post_fusion", "inductor.ir_post_fusion", "IR after fusion"),
-    ("fusion", "inductor.fusion", "Fusion decisions"),
-)
-
-
-def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_ids: list[str],
-                      user_paths: tuple[str, ...]) -> None:
-    def trace_id(log_id: str) -> str:
-        # The logging side knows "0/0"; the trace names the attempt that got through ("0/0_1").
-        if log_id == "?":  # no compile context: AOTInductor on the export path
-            return UNFRAMED
-        attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
-        return attempts[-1] if attempts else log_id
-
-    for log_id in dict.fromkeys(c for c, _ in texts):
-        cid = trace_id(log_id)
-        for artifact, key, title in _LOG_STAGES:
-            text = texts.get((log_id, artifact))
-            if text:
-                if artifact.startswith("ir_"):
-                    pairs = torch_source_map.ir_block_map(text, user_paths)
-                elif artifact == "bytecode":
-                    pairs = torch_source_map.bytecode_map(text, user_paths)
-                else:
-                    pairs = torch_source_map.mention_map(text, user_paths)
-                group = "Dynamo" if key.startswith("dynamo.") else "Inductor"
-                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs)
-
-
-def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
-    """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept."""
-    for name, (first, last) in torch_source_map.kernel_blocks(code).items():
-        lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
-        header = code.split("\n")[first - 1]
-        fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
-        kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
-        key = f"kernel:{name}{suffix}"
-        if not bundle.has(key):
-            bundle.add(key, name, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
-
-
-def _compile_timings(entries: list[torch_trace.TraceEntry]) -> dict[str, Any]:
-    """Seconds per compile phase, summed over compile ids, from the trace's chromium events."""
-    begins: dict[tuple[str, str | None], list[float]] = {}
-    durations: dict[str, float] = {}
-    for entry in torch_trace.of_kind(entries, "chromium_event"):
-        try:
-            event = json.loads(entry.payload)
-        except json.JSONDecodeError:
-            continue
-        name, phase, ts = event.get("name"), event.get("ph"), event.get("ts")
-        key = (name, (event.get("args") or {}).get("compile_id"))
-        if phase == "B":
-            begins.setdefault(key, []).append(ts)
-        elif phase == "E" and begins.get(key):
-            durations[name] = durations.get(name, 0.0) + (ts - begins[key].pop()) / 1e6
-    out: dict[str, Any] = {}
-    for phase, names in _PHASES:
-        if any(n in durations for n in names):
-            out[f"{phase}_s"] = round(sum(durations.get(n, 0.0) for n in names), 4)
-    out["events"] = {name: round(seconds, 4) for name, seconds in sorted(durations.items(), key=lambda kv: -kv[1])[:40]}
-    out["source"] = "PyTorch's dynamo_timed events in TORCH_TRACE"
-    return out

@@ -1,0 +1,186 @@
+"""Getting a spare PyTorch worker really ready before its job arrives.
+
+Importing torch, Dynamo and Inductor is only part of what a process's first `torch.compile`
+pays: the first compile also imports dozens of modules lazily, registers Inductor's pattern
+matchers, builds decomposition tables, probes the CPU and loads the precompiled header. A spare
+worker (one job per process, never reused) does all of that on irscope's own model below, then
+undoes everything of that compile that could reach the job:
+
+- Dynamo's caches and frame counters (`torch._dynamo.reset`), so compile ids start at 0/0;
+- Inductor's in-memory caches (`torch._inductor.utils.clear_caches`: loaded kernels and modules),
+  its provenance side tables (`reset_provenance_globals`) and metrics, Dynamo's counters;
+- every module-level counter of torch that names generated things (`__compiled_fn_<n>`, AOT ids,
+  graph ids), rewound to where it stood before the warm-up (or to its start in the module's
+  source, for a module the warm-up imported);
+- the structured trace: its file is closed and deleted and the interned-string table emptied, so
+  the job's TORCH_TRACE holds the job's frames only, in a file of its own;
+- the warm-up's Inductor and Triton caches live in a directory of their own, deleted afterwards;
+- the random number generators (Python's, torch's, numpy's) are put back as they were.
+
+What is kept depends only on the toolchain and the host: imported modules, registered patterns,
+the ISA probe results, the precompiled header. tests/test_pytorch_pipeline.py compiles the same
+model in a cold worker and a warmed one and compares every stage.
+"""
+from __future__ import annotations
+
+import gc
+import inspect
+import itertools
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from typing import Any
+
+from compiler.pytorch import artifact_logs, toolchain_cache
+
+_report: dict[str, Any] | None = None
+
+
+def report() -> dict[str, Any] | None:
+    """What this process's warm-up did (None: the worker was started for its job)."""
+    return _report
+
+
+def warm(workdir: str, toolchain: str) -> None:
+    """Import PyTorch's compiler and compile irscope's own model once, then reset (module doc)."""
+    global _report
+    started = time.perf_counter()
+    import torch
+    import torch._dynamo
+    import torch._inductor.codecache
+    import torch._inductor.compile_fx  # noqa: F401 - imported for the job
+    import torch._inductor.config as inductor_config
+    imported = time.perf_counter()
+
+    job_env = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    scratch = os.path.join(workdir, "spare-warm-up")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "triton-cache")
+    toolchain_cache.import_probes(toolchain, os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    toolchain_cache.link_headers(toolchain, torch._inductor.codecache._HEADER_DIR)
+    rng = _rng_states(torch)
+    counters = _counters()
+    try:
+        with torch._inductor.debug.reset_provenance_globals(), \
+                inductor_config.patch({"trace.provenance_tracking_level": 1}):
+            artifact_logs.install(torch)  # the job installs its own collector; this one is dropped
+            _compile_once(torch)
+    finally:
+        compiled = time.perf_counter()
+        torch._dynamo.reset()
+        torch._inductor.utils.clear_caches()
+        torch._dynamo.utils.counters.clear()
+        torch._dynamo.utils.compilation_time_metrics.clear()
+        torch._inductor.metrics.reset()
+        rewound = _rewind(counters)
+        _restart_trace(torch)
+        for name, value in job_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(scratch, ignore_errors=True)
+        _restore_rng(torch, rng)
+        gc.collect()
+    _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": round(compiled - imported, 3),
+               "reset_s": round(time.perf_counter() - compiled, 3), "counters_rewound": rewound,
+               "what": "a spare worker imported torch and compiled irscope's own model, then reset Dynamo, "
+                       "Inductor's caches, counters and the trace before this job arrived"}
+
+
+def _compile_once(torch: Any) -> None:
+    """irscope's own model (never user code): a block with parameters, so the warm-up goes through
+    AOTAutograd's joint graph and partitioner, Inductor's pattern matchers, a reduction and
+    pointwise C++ kernels, as a typical model does."""
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(16)
+            self.fc = torch.nn.Linear(16, 16)
+
+        def forward(self, x: Any) -> Any:
+            return x + torch.nn.functional.gelu(self.fc(self.norm(x))).softmax(-1)
+
+    with torch.random.fork_rng(devices=[]):  # initialising the parameters draws random numbers
+        block = Block()
+    x = torch.arange(64, dtype=torch.float32).reshape(4, 16) / 64
+    torch.compile(block)(x)
+
+
+def _rng_states(torch: Any) -> dict[str, Any]:
+    states = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if "numpy" in sys.modules:
+        states["numpy"] = sys.modules["numpy"].random.get_state()
+    return states
+
+
+def _restore_rng(torch: Any, states: dict[str, Any]) -> None:
+    random.setstate(states["python"])
+    torch.set_rng_state(states["torch"])
+    if "numpy" in states:
+        sys.modules["numpy"].random.set_state(states["numpy"])
+
+
+_COUNT = re.compile(r"count\((-?\d+)(?:, (-?\d+))?\)")
+
+
+def _torch_modules() -> list[tuple[str, Any]]:
+    return [(name, module) for name, module in list(sys.modules.items())
+            if module is not None and (name == "torch" or name.startswith("torch."))]
+
+
+def _counters() -> dict[tuple[str, str], tuple[int, int]]:
+    """Every module-level itertools.count of torch's loaded modules: (start, step) now."""
+    found = {}
+    for name, module in _torch_modules():
+        for attr, value in list(vars(module).items()):
+            if type(value) is itertools.count:  # type(), not isinstance: no __class__ lookups that warn
+                match = _COUNT.fullmatch(repr(value))
+                if match:
+                    found[(name, attr)] = (int(match.group(1)), int(match.group(2) or 1))
+    return found
+
+
+def _source_start(module: Any, attr: str) -> tuple[int, int] | None:
+    """Where `attr = itertools.count(...)` starts in the module's own source."""
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        return None
+    match = re.search(rf"^{re.escape(attr)}\s*(?::[^=\n]*)?=\s*itertools\.count\(\s*(-?\d*)\s*(?:,\s*(-?\d+)\s*)?\)",
+                      source, re.MULTILINE)
+    if match is None:
+        return None
+    return int(match.group(1) or 0), int(match.group(2) or 1)
+
+
+def _rewind(before: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
+    """Put back every counter the warm-up advanced; return their names."""
+    rewound = []
+    for (name, attr), now in _counters().items():
+        start = before.get((name, attr)) or _source_start(sys.modules[name], attr)
+        if start is not None and start != now:
+            setattr(sys.modules[name], attr, itertools.count(*start))
+            rewound.append(f"{name}.{attr}")
+    return sorted(rewound)
+
+
+def _restart_trace(torch: Any) -> None:
+    """Close and delete the warm-up's structured trace: the job's first entry opens a new file
+    (with the torch_version header a fresh process writes), and file names are interned anew."""
+    handler = getattr(torch._logging._internal, "LOG_TRACE_HANDLER", None)
+    if handler is not None:
+        with handler.lock:
+            path = getattr(handler, "_stream_path", None)
+            if hasattr(handler, "_close_stream"):
+                handler._close_stream()
+            elif handler.stream is not None:  # an older LazyTraceHandler
+                handler.stream.close()
+                handler.stream = None
+            if path and os.path.exists(path):
+                os.remove(path)
+    torch._logging.structured.INTERN_TABLE.clear()
+    torch._logging.structured.DUMPED_FILES.clear()
