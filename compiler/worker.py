@@ -73,9 +73,36 @@ def prewarm(language: str, scratch: str, toolchain_cache: str, job_dir: str) -> 
     depend on the request declare prewarm_modules. Then say so (job_dir.SPARE_READY) for the runner."""
     pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
-    pipeline.prepare_spare(scratch, toolchain_cache)
+    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache))
     with open(os.path.join(job_dir, job_dirs.SPARE_READY), "w", encoding="utf-8"):
         pass
+
+
+def _without_output(fn) -> None:
+    """Run `fn` with the process's stdout and stderr (file descriptors 1 and 2, which the runner
+    keeps as the job's worker log) going to a scratch file: what a spare prints while it gets
+    ready is not its job's. Should `fn` fail, the end of that output is printed after all."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            fn()
+        except BaseException:
+            _restore(saved)
+            log.seek(0)
+            sys.stderr.write(log.read().decode("utf-8", "replace")[-4000:])
+            raise
+        _restore(saved)
+
+
+def _restore(saved: tuple[int, int]) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
 
 
 def wait_for_request(path: str, poll_s: float = 0.01) -> None:

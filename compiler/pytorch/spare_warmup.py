@@ -15,7 +15,9 @@ undoes everything of that compile that could reach the job:
 - the structured trace: its file is closed and deleted and the interned-string table emptied, so
   the job's TORCH_TRACE holds the job's frames only, in a file of its own;
 - the warm-up's Inductor and Triton caches live in a directory of their own, deleted afterwards;
-- the random number generators (Python's, torch's, numpy's) are put back as they were.
+- the random number generators (Python's, torch's, numpy's) are put back as they were, and
+  Python forgets which warnings it showed;
+- what it printed goes to a scratch file, not to the job's worker log (compiler/worker.py).
 
 What is kept depends only on the toolchain and the host: imported modules, registered patterns,
 the ISA probe results, the precompiled header. tests/test_pytorch_pipeline.py compiles the same
@@ -32,6 +34,7 @@ import re
 import shutil
 import sys
 import time
+import warnings
 from typing import Any
 
 from compiler.pytorch import artifact_logs, toolchain_cache
@@ -64,7 +67,9 @@ def warm(workdir: str, toolchain: str) -> None:
     rng = _rng_states(torch)
     counters = _counters()
     try:
-        with torch._inductor.debug.reset_provenance_globals(), \
+        # catch_warnings: on the way out Python forgets which warnings were shown, so the job
+        # shows those a cold process would
+        with warnings.catch_warnings(), torch._inductor.debug.reset_provenance_globals(), \
                 inductor_config.patch({"trace.provenance_tracking_level": 1}):
             artifact_logs.install(torch)  # the job installs its own collector; this one is dropped
             _compile_once(torch)

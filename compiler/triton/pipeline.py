@@ -63,6 +63,11 @@ class TritonPipeline(Pipeline):
     editor_mode = "python"
     toolchain_packages = ("triton", "torch")
     example = EXAMPLE
+    # A spare worker imports these before its job (environment() does not depend on the request);
+    # no warm-up compile: the virtual target's driver and the capture hooks are per job.
+    prewarm_modules = ("torch", "torch._subclasses.fake_tensor", "triton", "triton.language",
+                       "triton.compiler.compiler", "triton.backends.nvidia.compiler", "compiler.targets.virtual_gpu",
+                       "compiler.triton.capture", "compiler.triton.kernel_stages", "compiler.triton.launches")
     options = (
         Option("target", "choice", "auto", _target_help(), choices=("auto", *TARGETS)),
     )
