@@ -159,8 +159,8 @@ def test_the_stream_feeds_stages_and_progress_then_reads_the_rest_at_the_end(tmp
     bundle = Bundle(str(tmp_path / "out"))
     progress: list[str] = []
     stream = StageStream(TraceStages(bundle, USER), TraceTail(str(tmp_path), torch_like), progress.append)
-    with stream.running():
-        pass
+    stream.start()
+    stream.stop()
     read = stream.finish({("0/0", "bytecode"): "ORIGINAL BYTECODE forward /tmp/t1/m.py line 5\n"})
     assert len(read) == len(entries)
     keys = [s.key for s in bundle.manifest.stages]

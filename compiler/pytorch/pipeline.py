@@ -144,22 +144,23 @@ class PyTorchPipeline(Pipeline):
         # the source included: the trace is read from its start).
         stream = StageStream(TraceStages(bundle, (path, USER_FILE)), TraceTail(_trace_dir(ctx.workdir), torch),
                              bundle.progress)
+        stream.start()
         started = time.perf_counter()
-        with stream.running():
-            try:
-                with captured_stdout(sink):
-                    if options["export"]:
-                        compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
-                                                             (path, USER_FILE), torch)
-                    outputs = compiled(*inputs)
-                    if options["training"]:
-                        bundle.progress("running backward (compiles the backward graph)")
-                        measure.loss_of(outputs, torch).backward()
-            except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
-                if isinstance(e, KeyboardInterrupt):
-                    raise
-                error = user_error(e, path, ctx.limits, _error_kind(e))
+        try:
+            with captured_stdout(sink):
+                if options["export"]:
+                    compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
+                                                         (path, USER_FILE), torch)
+                outputs = compiled(*inputs)
+                if options["training"]:
+                    bundle.progress("running backward (compiles the backward graph)")
+                    measure.loss_of(outputs, torch).backward()
+        except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            error = user_error(e, path, ctx.limits, _error_kind(e))
         first_call_s = time.perf_counter() - started
+        stream.stop()
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         entries = stream.finish(artifact_logs.texts(logs))
         timings = compile_timings(entries)

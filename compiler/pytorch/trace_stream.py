@@ -12,11 +12,10 @@ calls `torch._logging.set_logs`, which replaces the trace logger's handlers.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import TraceStages
@@ -120,16 +119,16 @@ class StageStream:
         except BaseException as e:  # noqa: BLE001 - raised again in the job's own thread by close()
             self._error = e
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator["StageStream"]:
-        """Follow the trace for the duration; at the end read what is left (the caller then calls
-        `finish`). A failure of the thread is raised here, in the job's thread."""
+    def start(self) -> None:
+        """Follow the trace from now on (from its first entry: what was written before is read
+        first)."""
         self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join()
+
+    def stop(self) -> None:
+        """Stop following and read what is left. A failure of the thread is raised here, in the
+        job's own thread. Then call `finish`."""
+        self._stop.set()
+        self._thread.join()
         if self._error is not None:
             raise self._error
         self._feed(self.tail.read(final=True))
