@@ -576,6 +576,9 @@ def test_warmed_spare_compiles_every_stage_as_a_cold_worker(compiled):
     report = warm["timings"]["compile"]["worker_warm_up"]
     assert report["warm_up_compile_s"] > 0 and report["counters_rewound"]  # the warm-up compiled and reset
     assert cold["timings"]["compile"]["worker_warm_up"] is None
+    # the job's trace holds its own frames only: as many frame compiles as the cold job's
+    frames = [job["timings"]["compile"]["event_counts"]["entire_frame_compile"] for job in (warm, cold)]
+    assert frames[0] == frames[1] >= 3
     keys = [s["key"] for s in warm["stages"] if s["key"] not in _RUN_RECORDS]
     assert keys == [s["key"] for s in cold["stages"] if s["key"] not in _RUN_RECORDS]
     assert keys[:3] == ["source", "dynamo.fx_graph:0/0_1", "dynamo.fx_graph_drawing:0/0_1"]
