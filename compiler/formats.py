@@ -154,6 +154,9 @@ class LiveValue(Record):
     name: str
     size: int
     offset: int
+    shape: str = ""
+    live: list[int] = []  # [first step, last step] of its live range
+    in_place_of: str = ""  # a value live at the same step in the same bytes, updated in place
 
 
 class OtherAllocation(Record):
@@ -167,15 +170,18 @@ class MemoryTimeline(Record):
     steps: int
     sequence: list[str]
     blocks: list[MemoryBlock]
-    live_bytes: list[int]
-    high_water: list[int]
-    peak_bytes: int
-    peak_at: int
+    live_bytes: list[int]  # per step: bytes of the temp allocation holding a live value
+    high_water: list[int]  # per step: the highest occupied byte, as XLA packed the heap
+    peak_bytes: int  # max(live_bytes)
+    peak_at: int  # the step where live_bytes reaches peak_bytes
     peak_instruction: str
-    live_at_peak: list[LiveValue]
+    live_at_peak: list[LiveValue]  # by size, largest first
     temp_allocation_bytes: int
     other_allocations: list[OtherAllocation]
     xla_memory_stats: dict[str, int] = {}
+    heap_bytes: int = 0  # max(high_water): the heap's size, XLA's temp_size_in_bytes
+    xla_peak_step: int | None = None  # the step HloLiveRange calls its peak (all buffers, not only temp)
+    unranged_values: list[str] = []  # temp values XLA gave no live range (drawn over the whole program)
 
 
 # --- svg: drawings made in the worker -----------------------------------------------------------
