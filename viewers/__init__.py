@@ -16,7 +16,8 @@ Viewer = Callable[[str, dict[str, Any]], str]
 
 
 def _code(lexer: str) -> Viewer:
-    return lambda text, meta: code.render(text, lexer, meta.get("source_map"))
+    return lambda text, meta: code.render(text, lexer, meta.get("source_map"), ir_locations=meta.get("ir_locations"),
+                                          ir_links=meta.get("ir_links"))
 
 
 # The formats that are not code, by name; every code format is drawn by its lexer.
