@@ -5,7 +5,7 @@ and validates the value) and viewers read through it (`decode`), so what crosses
 the page has one definition:
 
 - code formats (`python`, `mlir`, `ptx`, ...): text, shown highlighted with the named lexer;
-- JSON formats with a schema (`mesh`, `memory`, `timeline`, `profile`): msgspec Structs that reject
+- JSON formats with a schema (`mesh`, `memory`, `timeline`, `profile`, `guards`): msgspec Structs that reject
   unknown fields and wrong types on write and decode to typed records on read;
 - `json`: any JSON value, shown as code;
 - `svg`: a drawing made in the worker (DOT laid out by Graphviz), kept only after an allowlist
@@ -182,6 +182,44 @@ class MemoryTimeline(Record):
     heap_bytes: int = 0  # max(high_water): the heap's size, XLA's temp_size_in_bytes
     xla_peak_step: int | None = None  # the step HloLiveRange calls its peak (all buffers, not only temp)
     unranged_values: list[str] = []  # temp values XLA gave no live range (drawn over the whole program)
+
+
+# --- guards: a compiled frame's guards and why it was recompiled (PyTorch pipeline) -------------
+
+class GuardRecord(Record, omit_defaults=True):
+    kind: str  # as Dynamo prints it: TENSOR_MATCH, EQUALS_MATCH, ...
+    group: str  # a key of GuardsExplained.groups
+    check: str  # the guard's own code
+    meaning: str  # the check in words
+    input: str = ""  # the value it reads, as the user writes it (x, self.scale)
+    source: str = ""  # the same, as Dynamo names it (L['x'])
+    line: int | None = None  # the user's line that installed it
+    code: str = ""  # that line's text, as Dynamo printed it
+    where: str = ""  # file:line where Dynamo installed it
+    hint: str = ""
+    properties: dict[str, str] = {}  # a tensor match's dtype, device, size, stride, requires_grad
+
+
+class FailedGuardRecord(Record, omit_defaults=True):
+    compile_id: str  # the earlier compile whose guard failed
+    reason: str  # PyTorch's words
+    meaning: str  # in words
+    kind: str = ""
+    group: str = ""
+    input: str = ""
+    line: int | None = None
+    before: str = ""  # what that compile was specialised on
+    after: str = ""  # what the call that recompiled passed
+
+
+class GuardsExplained(Record):
+    compile_id: str
+    frame: str  # the compiled function and where it starts
+    groups: dict[str, str]  # group key -> what its guards check, in display order
+    guards: list[GuardRecord]
+    recompile: list[FailedGuardRecord] = []  # one per earlier compile of the frame, when this one is a recompile
+    latency_us: float | None = None  # Dynamo's own measurement of one guard evaluation
+    source: str = ""  # the trace entries it was read from
 
 
 # --- ir_locations: per artifact line, the compiler's own locations (stage meta, not a format) ----
@@ -497,6 +535,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            schema=Mesh),
     Format("memory", "XLA's temp allocation over program order: buffers, live bytes, peak.",
            schema=MemoryTimeline),
+    Format("guards", "Dynamo's guards of one compiled frame by kind, and the failed guard of each earlier "
+                     "compile when it is a recompile.", schema=GuardsExplained),
 )}
 
 

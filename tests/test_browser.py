@@ -32,7 +32,7 @@ CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
 LANGUAGES = ("pytorch", "triton", "hlo", "stablehlo", "jax")
 JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
 # Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
-DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile"}  # drawn as SVG or tables, not as lines
+DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile", "guards"}  # drawn as SVG or tables, not as lines
 
 try:
     from playwright.sync_api import sync_playwright

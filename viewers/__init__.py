@@ -10,7 +10,7 @@ from typing import Any, Callable
 from compiler import formats
 from markupsafe import escape
 
-from viewers import code, graph, memory, mesh, profile, timeline
+from viewers import code, graph, guards, memory, mesh, profile, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
 
@@ -27,6 +27,7 @@ _DRAWN: dict[str, Viewer] = {
     "memory": memory.render,
     "timeline": timeline.render,
     "profile": profile.render,
+    "guards": guards.render,
 }
 
 VIEWERS: dict[str, Viewer] = {

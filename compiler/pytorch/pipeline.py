@@ -6,15 +6,13 @@ function returning one). Grad mode, dtypes and module mode are left as the sourc
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
-from compiler import graph_drawing
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
-from compiler.pytorch import artifact_logs, export, fx_graph_dot, measure, toolchain_cache
+from compiler.pytorch import artifact_logs, export, measure, toolchain_cache, trace_stages
 from compiler.pytorch import source_map as torch_source_map
 from compiler.pytorch import trace as torch_trace
 from compiler.user_code import CappedText, captured_stdout, run_source, user_error, write_user_file
@@ -41,29 +39,6 @@ class Block(nn.Module):
 model = Block()
 example_inputs = (torch.randn(8, 64),)
 '''
-
-# Trace entry kind (or artifact name) -> (stage key prefix, title, group). Order is page order.
-_GRAPH_STAGES = (
-    ("dynamo_output_graph", "dynamo.fx_graph", "Dynamo FX graph", "Dynamo"),
-    ("aot_joint_graph", "aot.joint_graph", "Joint graph", "AOTAutograd"),
-    ("aot_forward_graph", "aot.forward_graph", "Forward graph", "AOTAutograd"),
-    ("aot_inference_graph", "aot.forward_graph", "Inference graph", "AOTAutograd"),
-    ("aot_backward_graph", "aot.backward_graph", "Backward graph", "AOTAutograd"),
-    ("after_pre_grad_graph", "inductor.pre_grad_graph", "Pre-grad graph", "Inductor"),
-    ("inductor_post_grad_graph", "inductor.post_grad_graph", "Post-grad graph", "Inductor"),
-)
-
-# Compile phases: PyTorch's own dynamo_timed event names, summed per phase.
-_PHASES = (
-    ("dynamo_tracing", ("bytecode_tracing",)),
-    ("aot_autograd", ("aot_collect_metadata", "aot_trace_joint_graph", "aot_trace_inference_graph",
-                      "min_cut_rematerialization_partition")),
-    ("inductor_lowering", ("GraphLowering.run",)),
-    ("scheduling_codegen", ("GraphLowering.codegen",)),
-    ("kernel_compile", ("PyCodeCache.load_by_key_path", "async_compile.wait")),
-    ("total", ("entire_frame_compile",)),
-)
-
 
 _PROVENANCE_NOTE = ("irscope compiles with torch._inductor.config.trace.provenance_tracking_level = 1 so that "
                     "kernels link to your lines; it adds only the '# [Provenance debug handles]' comments.")
@@ -177,10 +152,10 @@ class PyTorchPipeline(Pipeline):
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         bundle.progress("reading the structured trace")
         entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
-        _write_trace_stages(bundle, entries, (path, USER_FILE))
+        trace_stages.write(bundle, trace_stages.trace_stages(entries, (path, USER_FILE), _PROVENANCE_NOTE))
         _write_log_stages(bundle, artifact_logs.texts(logs), torch_trace.compile_ids(entries),
                           (path, USER_FILE))
-        timings = _compile_timings(entries)
+        timings = trace_stages.compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
         timings["first_call_s"] = round(first_call_s, 3)
         timings["isa_probes_from_toolchain_cache"] = probes
@@ -206,7 +181,7 @@ class PyTorchPipeline(Pipeline):
             raise UserError("OptionError", str(e)) from None
         finally:
             entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
-            ctx.bundle.timing("compile", _compile_timings(entries))
+            ctx.bundle.timing("compile", trace_stages.compile_timings(entries))
 
 
 def _trace_dir(workdir: str) -> str:
@@ -272,83 +247,6 @@ def _error_kind(exc: BaseException) -> str:
         else "UserCodeError"
 
 
-# Trace entries outside any Dynamo frame (AOTInductor on the export path) are grouped under this.
-UNFRAMED = "export"
-
-
-def _cid(entry: torch_trace.TraceEntry) -> str:
-    return entry.compile_id or UNFRAMED
-
-
-def _write_trace_stages(bundle: Bundle, entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> None:
-    """Write the graph and code stages, in compile order, with source maps."""
-    node_lines: dict[str, dict[str, set[int]]] = {}
-    for cid in dict.fromkeys(_cid(e) for e in entries):
-        for_cid = [e for e in entries if _cid(e) == cid]
-        for kind, key, title, group in _GRAPH_STAGES:
-            for i, entry in enumerate(torch_trace.of_kind(for_cid, kind)):
-                pairs, nodes = torch_source_map.fx_code_map(entry.payload, user_paths)
-                node_lines.setdefault(cid, {})
-                node_lines[cid] = torch_source_map.merge_node_lines(node_lines[cid], nodes)
-                stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
-                if not bundle.has(stage_key):
-                    meta = {}
-                    if kind == "aot_backward_graph":
-                        saved = torch_source_map.saved_for_backward(entry.payload)
-                        meta = {"saved_for_backward": [n for n, _ in saved],
-                                "note": f"Saved for backward ({len(saved)}): " + ", ".join(f"{n}: {t}" for n, t in saved)}
-                    bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs,
-                               meta=meta)
-                    if kind == "dynamo_output_graph":
-                        graph_drawing.add_graph(bundle, f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
-                                                f"FX graph drawing [{cid}]", group, fx_graph_dot.to_dot(entry.payload))
-        kernels: dict[str, set[int]] = {}
-        for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_kernel_stack_traces"):
-            try:
-                traces = json.loads(entry.payload)
-            except json.JSONDecodeError:
-                continue
-            for name, lines in torch_source_map.kernel_lines_from_provenance(traces, user_paths).items():
-                kernels.setdefault(name, set()).update(lines)
-        for entry in torch_trace.of_kind(for_cid, "inductor_provenance_tracking_node_mappings"):
-            try:
-                mappings = json.loads(entry.payload)
-            except json.JSONDecodeError:
-                continue
-            found = torch_source_map.kernel_lines_from_node_mappings(mappings, node_lines.get(cid, {}))
-            for name, lines in found.items():
-                kernels.setdefault(name, set()).update(lines)
-        for i, entry in enumerate(torch_trace.of_kind(for_cid, "inductor_output_code")):
-            first = entry.payload.split("\n", 1)[0]
-            suffix = ".backward" if "backward" in first else ("" if i == 0 else f".{i}")
-            pairs = torch_source_map.output_code_map(entry.payload, node_lines.get(cid, {}), kernels)
-            bundle.add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor", "python",
-                       entry.payload, source_map=pairs,
-                       meta={"file": (entry.data or {}).get("filename", ""), "note": _PROVENANCE_NOTE})
-            _write_kernel_stages(bundle, entry.payload, pairs, "")
-        for entry in torch_trace.of_kind(for_cid, "dynamo_cpp_guards_str"):
-            bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
-                       source_map=torch_source_map.trailing_location_map(entry.payload, user_paths))
-    recompiles = torch_trace.of_kind(entries, "recompile_reasons")
-    if recompiles:
-        text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{e.payload.strip()}"
-                            for n, e in enumerate(recompiles, start=1))
-        bundle.add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
-                   source_map=torch_source_map.mention_map(text, user_paths))
-    breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
-    if breaks:
-        parts, pairs, offset = [], [], 0
-        for n, entry in enumerate(breaks, start=1):
-            block = f"## graph break {n} (compile {entry.compile_id})\n{entry.payload.rstrip()}\n"
-            line = torch_source_map.graph_break_line(entry.payload, user_paths)
-            if line:
-                pairs += [[offset + i, line] for i in range(1, 3)]
-            parts.append(block)
-            offset += block.count("\n") + 1
-        bundle.add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
-                   source_map=pairs, meta={"count": len(breaks)})
-
-
 # artifact log -> (stage key prefix, title, format)
 _LOG_STAGES = (
     ("bytecode", "dynamo.bytecode", "Bytecode, original and modified"),
@@ -363,7 +261,7 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
     def trace_id(log_id: str) -> str:
         # The logging side knows "0/0"; the trace names the attempt that got through ("0/0_1").
         if log_id == "?":  # no compile context: AOTInductor on the export path
-            return UNFRAMED
+            return trace_stages.UNFRAMED
         attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
         return attempts[-1] if attempts else log_id
 
@@ -382,37 +280,3 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
                 bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs)
 
 
-def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
-    """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept."""
-    for name, (first, last) in torch_source_map.kernel_blocks(code).items():
-        lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
-        header = code.split("\n")[first - 1]
-        fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
-        kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
-        key = f"kernel:{name}{suffix}"
-        if not bundle.has(key):
-            bundle.add(key, name, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
-
-
-def _compile_timings(entries: list[torch_trace.TraceEntry]) -> dict[str, Any]:
-    """Seconds per compile phase, summed over compile ids, from the trace's chromium events."""
-    begins: dict[tuple[str, str | None], list[float]] = {}
-    durations: dict[str, float] = {}
-    for entry in torch_trace.of_kind(entries, "chromium_event"):
-        try:
-            event = json.loads(entry.payload)
-        except json.JSONDecodeError:
-            continue
-        name, phase, ts = event.get("name"), event.get("ph"), event.get("ts")
-        key = (name, (event.get("args") or {}).get("compile_id"))
-        if phase == "B":
-            begins.setdefault(key, []).append(ts)
-        elif phase == "E" and begins.get(key):
-            durations[name] = durations.get(name, 0.0) + (ts - begins[key].pop()) / 1e6
-    out: dict[str, Any] = {}
-    for phase, names in _PHASES:
-        if any(n in durations for n in names):
-            out[f"{phase}_s"] = round(sum(durations.get(n, 0.0) for n in names), 4)
-    out["events"] = {name: round(seconds, 4) for name, seconds in sorted(durations.items(), key=lambda kv: -kv[1])[:40]}
-    out["source"] = "PyTorch's dynamo_timed events in TORCH_TRACE"
-    return out
