@@ -186,3 +186,92 @@ def test_the_job_limits_reach_the_unpacking(tmp_path):
     data = tar_bytes([member(f"t/{n}.log") for n in range(5)])
     with pytest.raises(UserError, match="more than 3 members"):
         run_import(tmp_path, data, "t.tar.gz", limits=JobLimits(import_files=3))
+
+
+def test_an_xla_dump_gives_the_pass_memory_and_kernel_stages_of_a_live_xla_job(tmp_path):
+    with open(fixture_path("mlp.xla_dump.tar.gz"), "rb") as f:
+        bundle, stages, text = run_import(tmp_path, f.read(), "mlp.xla_dump.tar.gz")
+    # the jit'd MLP (the dump's last module to finish), not the helper modules JAX compiled before it
+    assert "jit_mlp" in json.loads(text("import.origin"))["module"]
+    assert "xla.passes" in stages and "xla.optimized" in stages and "xla.spmd" in stages
+    snapshots = [k for k in stages if k.startswith("xla.pass:")]
+    assert len(snapshots) > 20
+    assert "all-reduce" in text("xla.spmd") or "all-gather" in text("xla.spmd")
+    memory = json.loads(text("xla.memory"))
+    assert memory["peak_bytes"] == max(memory["live_bytes"]) > 0
+    assert memory["heap_bytes"] >= memory["peak_bytes"]
+    assert any(k.startswith("xla.llvm_ir:") for k in stages)
+    assert json.loads(text("import.origin"))["device"] == "the CPU"
+
+
+def torch_trace_entries(tmp_path):
+    """The recorded TORCH_TRACE of recompile_torch_trace.py (run as /tmp/ti/g/model.py)."""
+    from compiler.pytorch import trace as torch_trace
+    with tarfile.open(fixture_path("recompile.torch_trace.tar.gz")) as tar:
+        tar.extractall(tmp_path / "t", filter="data")
+    return torch_trace.read_dir(str(tmp_path / "t" / "trace"))
+
+
+def test_an_imported_torch_trace_shows_the_stages_the_pytorch_pipeline_writes_from_it(tmp_path):
+    from compiler.pytorch import trace_stages
+    entries = torch_trace_entries(tmp_path)
+    expected = trace_stages.trace_stages(entries, ("/tmp/ti/g/model.py",))
+    (tmp_path / "job").mkdir()
+    with open(fixture_path("recompile.torch_trace.tar.gz"), "rb") as f:
+        bundle, stages, text = run_import(tmp_path / "job", f.read(), "trace.tar.gz")
+    # the same stages, in the same order, with the same texts (drawings: the same kind of stage)
+    assert [s.key for s in expected] == [k for k in stages if k != "import.origin"]
+    for spec in expected:
+        if not spec.drawing:
+            assert text(spec.key) == formats_text(spec), spec.key
+    origin = json.loads(text("import.origin"))
+    assert origin["log"] == "TORCH_TRACE" and origin["made_by"] == "torch 2.13.0+cpu" and origin["device"] == "the CPU"
+    assert origin["compiled_files"] == ["/tmp/ti/g/model.py"]
+    compile_timing = bundle.manifest.timings["compile"]
+    assert compile_timing["total_s"] > 0 and "imported TORCH_TRACE" in compile_timing["source"]
+
+
+def formats_text(spec) -> str:
+    from compiler import formats
+    return formats.get(spec.format).encode(spec.value)
+
+
+def test_guards_of_a_recompile_explained(tmp_path):
+    from compiler.pytorch import trace_stages
+    entries = torch_trace_entries(tmp_path)
+    user = ("/tmp/ti/g/model.py",)
+    first = trace_stages.guards_explained(entries, "0/0", user)
+    assert first["recompile"] == [] and first["frame"] == "scale at model.py:4"
+    groups = {g["group"] for g in first["guards"]}
+    assert {"tensor", "constant", "global"} <= groups
+    tensor = next(g for g in first["guards"] if g["kind"] == "TENSOR_MATCH")
+    assert tensor["input"] == "x" and tensor["line"] == 5
+    assert tensor["properties"] == {"device": "CPU", "class": "Tensor", "dtype": "float32", "requires_grad": "False",
+                                    "size": "[4]", "stride": "[1]"}
+    constant = next(g for g in first["guards"] if g["kind"] == "EQUALS_MATCH")
+    assert (constant["input"], constant["meaning"], constant["line"]) == ("k", "k == 2.0", 5)
+    # 0/1: x's size changed; 0/2: its dtype; 0/3: k (and, for 0/0, x's size)
+    explained = {cid: trace_stages.guards_explained(entries, cid, user)["recompile"] for cid in ("0/1", "0/2", "0/3")}
+    (size,) = explained["0/1"]
+    assert (size["compile_id"], size["input"], size["kind"], size["before"], size["after"], size["line"]) == (
+        "0/0", "x", "TENSOR_MATCH", "4", "8", 5)
+    assert "size at dim 0 changed" in size["meaning"]
+    assert [(f["compile_id"], f["before"], f["after"]) for f in explained["0/2"]] == [
+        ("0/1", "Float", "Double"), ("0/0", "Float", "Double")]
+    by_compile = {f["compile_id"]: f for f in explained["0/3"]}
+    assert (by_compile["0/2"]["kind"], by_compile["0/2"]["before"], by_compile["0/2"]["after"]) == (
+        "EQUALS_MATCH", "k == 2.0", "k == 3.0")
+    assert by_compile["0/0"]["after"] == "8"
+
+
+def test_the_guards_viewer_shows_the_failed_guard_and_the_groups(tmp_path):
+    import viewers
+    from compiler import formats
+    from compiler.pytorch import trace_stages
+    data = trace_stages.guards_explained(torch_trace_entries(tmp_path), "0/3", ("/tmp/ti/g/model.py",))
+    html = viewers.render("guards", formats.get("guards").encode(data), {})
+    assert html.count('<tr class="failed-guard"') == 3
+    assert "k changed: compile 0/2 was specialised on k == 2.0, the call passed k == 3.0" in html
+    assert '<a href="#" class="goto-line" data-line="5"' in html
+    for title in ("tensor match: dtype, device, shape, stride, requires_grad", "constant values", "global state"):
+        assert title in html
