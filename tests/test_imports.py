@@ -204,42 +204,55 @@ def test_an_xla_dump_gives_the_pass_memory_and_kernel_stages_of_a_live_xla_job(t
     assert json.loads(text("import.origin"))["device"] == "the CPU"
 
 
+USER_FILE = "/tmp/ti/var3/jobs/9429f53fe341/scratch/model.py"  # where the live job ran recompile_torch_trace.py
+
+
 def torch_trace_entries(tmp_path):
-    """The recorded TORCH_TRACE of recompile_torch_trace.py (run as /tmp/ti/g/model.py)."""
+    """The TORCH_TRACE the live `pytorch` job of recompile_torch_trace.py wrote (README.md)."""
     from compiler.pytorch import trace as torch_trace
     with tarfile.open(fixture_path("recompile.torch_trace.tar.gz")) as tar:
         tar.extractall(tmp_path / "t", filter="data")
     return torch_trace.read_dir(str(tmp_path / "t" / "trace"))
 
 
-def test_an_imported_torch_trace_shows_the_stages_the_pytorch_pipeline_writes_from_it(tmp_path):
-    from compiler.pytorch import trace_stages
-    entries = torch_trace_entries(tmp_path)
-    expected = trace_stages.trace_stages(entries, ("/tmp/ti/g/model.py",))
-    (tmp_path / "job").mkdir()
+def test_an_imported_torch_trace_shows_the_stages_of_the_live_job_that_made_it(tmp_path):
+    import hashlib
+    with open(fixture_path("recompile.live_job_stages.json")) as f:
+        live = json.load(f)["stages"]
     with open(fixture_path("recompile.torch_trace.tar.gz"), "rb") as f:
-        bundle, stages, text = run_import(tmp_path / "job", f.read(), "trace.tar.gz")
-    # the same stages, in the same order, with the same texts (drawings: the same kind of stage)
-    assert [s.key for s in expected] == [k for k in stages if k != "import.origin"]
-    for spec in expected:
-        if not spec.drawing:
-            assert text(spec.key) == formats_text(spec), spec.key
+        bundle, stages, text = run_import(tmp_path, f.read(), "trace.tar.gz")
+    imported = [k for k in stages if k != "import.origin"]
+    # every stage the live job made from its trace, in the same order, with the same text; the live
+    # job's other stages come from elsewhere (its source, its output, artifact logs, the profiler)
+    from_elsewhere = {k for k in live if k in ("source", "run.stdout", "run.kernels") or
+                      k.split(":")[0] in ("dynamo.bytecode", "inductor.ir_pre_fusion", "inductor.ir_post_fusion",
+                                          "inductor.fusion")}
+    from_trace = [k for k in live if k not in from_elsewhere]
+    assert [k for k in imported if k in live] == from_trace
+    for key in from_trace:
+        assert stages[key].format == live[key]["format"], key
+        if live[key]["format"] != "svg" and key != "dynamo.recompiles":  # a drawing: Graphviz's layout
+            assert hashlib.sha256(text(key).encode()).hexdigest() == live[key]["sha256"], key
+    assert len(from_trace) >= 30 and sum(k.startswith("dynamo.guards_explained") for k in from_trace) == 4
+    # The archive also holds what the job wrote to its trace after reading it (its timing runs
+    # changed torch's thread count: one more compile, 0/4), so the import shows a little more.
+    assert {k for k in imported if k not in live} == {k for k in imported if k.endswith(":0/4")} != set()
+    assert "## recompile 4 (compile 0/4)" in text("dynamo.recompiles")
+    thread_change = json.loads(text("dynamo.guards_explained:0/4"))["recompile"][0]
+    assert thread_change["kind"] == "GLOBAL_STATE" and thread_change["before"].startswith("num_threads=")
+    assert thread_change["before"] != thread_change["after"]
     origin = json.loads(text("import.origin"))
     assert origin["log"] == "TORCH_TRACE" and origin["made_by"] == "torch 2.13.0+cpu" and origin["device"] == "the CPU"
-    assert origin["compiled_files"] == ["/tmp/ti/g/model.py"]
+    assert origin["compiled_files"] == [USER_FILE]
+    assert "imported TORCH_TRACE from trace.tar.gz, made by torch 2.13.0+cpu on the CPU" in origin["summary"]
     compile_timing = bundle.manifest.timings["compile"]
     assert compile_timing["total_s"] > 0 and "imported TORCH_TRACE" in compile_timing["source"]
-
-
-def formats_text(spec) -> str:
-    from compiler import formats
-    return formats.get(spec.format).encode(spec.value)
 
 
 def test_guards_of_a_recompile_explained(tmp_path):
     from compiler.pytorch import trace_stages
     entries = torch_trace_entries(tmp_path)
-    user = ("/tmp/ti/g/model.py",)
+    user = (USER_FILE,)
     first = trace_stages.guards_explained(entries, "0/0", user)
     assert first["recompile"] == [] and first["frame"] == "scale at model.py:4"
     groups = {g["group"] for g in first["guards"]}
@@ -250,28 +263,102 @@ def test_guards_of_a_recompile_explained(tmp_path):
                                     "size": "[4]", "stride": "[1]"}
     constant = next(g for g in first["guards"] if g["kind"] == "EQUALS_MATCH")
     assert (constant["input"], constant["meaning"], constant["line"]) == ("k", "k == 2.0", 5)
-    # 0/1: x's size changed; 0/2: its dtype; 0/3: k (and, for 0/0, x's size)
+    # the source's calls: 0/1 x's size changed, 0/2 k changed; irscope's own call (0/3) x's dtype
     explained = {cid: trace_stages.guards_explained(entries, cid, user)["recompile"] for cid in ("0/1", "0/2", "0/3")}
     (size,) = explained["0/1"]
     assert (size["compile_id"], size["input"], size["kind"], size["before"], size["after"], size["line"]) == (
         "0/0", "x", "TENSOR_MATCH", "4", "8", 5)
     assert "size at dim 0 changed" in size["meaning"]
-    assert [(f["compile_id"], f["before"], f["after"]) for f in explained["0/2"]] == [
-        ("0/1", "Float", "Double"), ("0/0", "Float", "Double")]
-    by_compile = {f["compile_id"]: f for f in explained["0/3"]}
-    assert (by_compile["0/2"]["kind"], by_compile["0/2"]["before"], by_compile["0/2"]["after"]) == (
+    by_compile = {f["compile_id"]: f for f in explained["0/2"]}
+    assert (by_compile["0/1"]["kind"], by_compile["0/1"]["before"], by_compile["0/1"]["after"]) == (
         "EQUALS_MATCH", "k == 2.0", "k == 3.0")
     assert by_compile["0/0"]["after"] == "8"
+    assert [(f["compile_id"], f["before"], f["after"]) for f in explained["0/3"]] == [
+        ("0/2", "Float", "Double"), ("0/1", "k == 2.0", "k == 3.0"), ("0/0", "Float", "Double")]
 
 
 def test_the_guards_viewer_shows_the_failed_guard_and_the_groups(tmp_path):
     import viewers
     from compiler import formats
     from compiler.pytorch import trace_stages
-    data = trace_stages.guards_explained(torch_trace_entries(tmp_path), "0/3", ("/tmp/ti/g/model.py",))
+    data = trace_stages.guards_explained(torch_trace_entries(tmp_path), "0/2", (USER_FILE,))
     html = viewers.render("guards", formats.get("guards").encode(data), {})
-    assert html.count('<tr class="failed-guard"') == 3
-    assert "k changed: compile 0/2 was specialised on k == 2.0, the call passed k == 3.0" in html
+    assert html.count('<tr class="failed-guard"') == 2
+    assert "k changed: compile 0/1 was specialised on k == 2.0, the call passed k == 3.0" in html
     assert '<a href="#" class="goto-line" data-line="5"' in html
     for title in ("tensor match: dtype, device, shape, stride, requires_grad", "constant values", "global state"):
         assert title in html
+
+
+# --- through the server: the upload, the sandboxed job, the refusals ---------------------------
+
+@pytest.fixture(scope="module")
+def server_app(tmp_path_factory):
+    from tests.conftest import make_app
+    flask_app = make_app(tmp_path_factory.mktemp("imports"), workers=2, import_max_upload_mb=1)
+    yield flask_app
+    flask_app.extensions["irscope"].runner.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("server_app")
+def test_an_upload_becomes_a_sandboxed_job_with_a_permalink(server_app):
+    from tests.conftest import needs_bwrap, wait_job  # noqa: F401
+    if not server_app.extensions["irscope"].sandboxed:
+        pytest.skip("no sandbox")
+    client = server_app.test_client()
+    with open(fixture_path("softmax.tritonparse.ndjson.gz"), "rb") as f:
+        data = f.read()
+    response = client.post("/api/imports", data={"archive": (io.BytesIO(data), "softmax.ndjson.gz")},
+                           content_type="multipart/form-data")
+    assert response.status_code == 202, response.get_json()
+    job = wait_job(client, response.get_json()["job"], timeout=300)
+    assert job["status"] == "done", job["error"]
+    assert job["request"]["language"] == "import" and "sha256: " in job["request"]["source"]
+    keys = [s["key"] for s in job["stages"]]
+    assert "triton.ptx:softmax_kernel" in keys and "import.origin" in keys
+    assert job["timings"]["target"]["summary"].startswith("imported TritonParse trace from softmax.ndjson.gz")
+    assert job["timings"]["job"]["sandbox"] == "bubblewrap"
+    # the same file again: the stored job answers
+    again = client.post("/api/imports", data={"archive": (io.BytesIO(data), "softmax.ndjson.gz")},
+                        content_type="multipart/form-data")
+    assert again.status_code == 200 and again.get_json()["job"] == job["id"] and again.get_json()["cached"]
+    link = client.post("/api/shortlinks", json={"job": job["id"]}).get_json()
+    assert client.get(link["url"] + ".json").get_json()["job"]["id"] == job["id"]
+    assert client.get(f"/j/{job['id']}").status_code == 200
+
+
+@pytest.mark.slow
+def test_a_hostile_archive_fails_its_job_naming_the_rule(server_app):
+    from tests.conftest import wait_job
+    if not server_app.extensions["irscope"].sandboxed:
+        pytest.skip("no sandbox")
+    client = server_app.test_client()
+    data = tar_bytes([member("trace/ok.log"), member("trace/evil", kind=tarfile.SYMTYPE, link="/etc/shadow")])
+    response = client.post("/api/imports", data={"archive": (io.BytesIO(data), "evil.tar.gz")},
+                           content_type="multipart/form-data")
+    job = wait_job(client, response.get_json()["job"], timeout=300)
+    assert job["status"] == "failed" and job["error"]["kind"] == "InputError"
+    assert "evil.tar.gz: member 'trace/evil' is a symbolic link" in job["error"]["message"]
+
+
+def test_uploads_are_checked_by_the_web_process(server_app):
+    client = server_app.test_client()
+    big = client.post("/api/imports", data={"archive": (io.BytesIO(b"x" * (2 << 20)), "big.tar.gz")},
+                      content_type="multipart/form-data")
+    assert big.status_code == 413 and "import_max_upload_mb" in big.get_json()["error"]["message"]
+    none = client.post("/api/imports", data={}, content_type="multipart/form-data")
+    assert none.status_code == 400 and "archive" in none.get_json()["error"]["message"]
+    pasted = client.post("/api/compile", json={"language": "import", "source": describe_upload("x", "0" * 64, 1)})
+    assert pasted.status_code == 400 and "unknown language 'import'" in pasted.get_json()["error"]["message"]
+    # even where a server lists `import` among its languages, a pasted import request is refused
+    import dataclasses
+    from compiler.jobs import Jobs, RequestError
+    svc = server_app.extensions["irscope"]
+    listing = Jobs(svc.store, svc.runner, dataclasses.replace(svc.jobs.config, languages=("fake", "import")))
+    with pytest.raises(RequestError, match="made by uploading a file"):
+        listing.parse({"language": "import", "source": describe_upload("x", "ab" * 32, 1), "options": {}})
+    page = client.get("/import")
+    assert page.status_code == 200 and b'id="import-form"' in page.data and b'enctype="multipart/form-data"' in page.data
+    refused = client.post("/import", data={"archive": (io.BytesIO(b""), "empty.zip")}, content_type="multipart/form-data")
+    assert refused.status_code == 400 and b"the file is empty" in refused.data

@@ -274,6 +274,18 @@ def _normalised_check(text: str) -> str:
     return re.sub(r"\s+", "", readable_source(first))
 
 
+def _global_state(guards: list[Guard], names: list[str]) -> str:
+    """`name=value` of the named fields of a compile's GLOBAL_STATE guard."""
+    guard = next((g for g in guards if g.kind == "GLOBAL_STATE"), None)
+    if guard is None or " against " not in guard.check:
+        return ""
+    try:
+        values = json.loads(guard.check.split(" against ", 1)[1])
+    except ValueError:
+        return ""
+    return ", ".join(f"{n}={values[n]}" for n in names if n in values)
+
+
 def explain_failure(cid: str, reason: str, earlier: list[Guard], now: list[Guard]) -> FailedGuard:
     """One failed guard explained: the guard it was among the earlier compile's guards, and the
     input change that failed it, from PyTorch's reason or from the new compile's guard on the same
@@ -296,6 +308,15 @@ def explain_failure(cid: str, reason: str, earlier: list[Guard], now: list[Guard
         failed = next((g for g in earlier if g.kind == "TENSOR_MATCH" and g.input == name), None)
         return FailedGuard(cid, reason, f"{name}'s requires_grad changed: compile {cid} had requires_grad={before}",
                            "TENSOR_MATCH", "tensor", name, failed.line if failed else None, before, after)
+    m = re.match(r"^GLOBAL_STATE changed: (?P<what>.*)$", reason.strip())
+    if m:
+        what = [w.strip() for w in m.group("what").split(",") if w.strip()]
+        before = _global_state(earlier, what)
+        after = _global_state(now, what)
+        return FailedGuard(cid, reason, f"the global torch state changed ({', '.join(what) or 'see the reason'}): "
+                                        f"compile {cid} was made with {before or 'another state'}"
+                                        + (f", the call ran with {after}" if after else ""),
+                           "GLOBAL_STATE", "global", "", None, before, after)
     wanted = _normalised_check(reason)
     failed = next((g for g in earlier if _normalised_check(g.check) == wanted), None)
     if failed is None:
