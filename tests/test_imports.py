@@ -176,6 +176,15 @@ def test_a_tritonparse_trace_gives_the_kernel_stages_of_a_live_triton_job(tmp_pa
     assert bundle.manifest.timings["target"]["imported"]
 
 
+def test_a_torch_trace_made_for_a_gpu_says_so(tmp_path):
+    with open(fixture_path("layernorm_sm90.torch_trace.tar.gz"), "rb") as f:
+        bundle, stages, text = run_import(tmp_path, f.read(), "layernorm.tar.gz", kind="torch_trace")
+    assert {"aot.forward_graph:export", "inductor.post_grad_graph:export"} <= set(stages)
+    assert "torch.ops.aten.relu" in text("inductor.post_grad_graph:export") and "cuda:0" in text("inductor.post_grad_graph:export")
+    origin = json.loads(text("import.origin"))
+    assert origin["device"].startswith("a CUDA GPU") and origin["made_by"].startswith("torch")
+
+
 def test_an_upload_of_nothing_known_says_what_it_holds(tmp_path):
     data = tar_bytes([member("notes/readme.txt", b"hello\n")])
     with pytest.raises(UserError, match="no TORCH_TRACE log, TritonParse trace or XLA dump found in it .*readme.txt"):

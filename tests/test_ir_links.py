@@ -199,3 +199,12 @@ def test_viewer_marks_each_line_with_its_chains():
     assert 'data-ir-files="' in html and "TTGIR: 3 (75%)" in html
     # a malformed meta (the job wrote it) is ignored, not drawn
     assert "data-locs" not in viewers.render("ptx", text, {"ir_locations": {"chains": ["x"]}})
+
+
+def test_job_written_link_counts_are_escaped():
+    planted = '"><img src=x onerror=alert(1)>'
+    record = msgspec.to_builtins(formats.ir_locations({1: [(("/k.py", 1, 2),)]}, "x"))
+    record["files"] = {next(iter(record["files"])): planted}
+    html = viewers.render("ptx", "mov.u32 %r1, 0;\n", {"ir_locations": record, "ir_links": [
+        {"stage": planted, "title": planted, "linked_lines": 1, "located_lines": 1}]})
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -68,14 +68,16 @@ def import_torch_trace(ctx: JobContext, root: str, files: list[str]) -> dict[str
     metrics = [e.data for e in torch_trace.of_kind(entries, "compilation_metrics") if isinstance(e.data, dict)]
     version = next((m.get("pytorch_version") for m in metrics if m.get("pytorch_version")), None)
     codes = [e.payload for e in torch_trace.of_kind(entries, "inductor_output_code")]
-    device = _torch_device(codes)
+    graphs = [e.payload for e in torch_trace.of_kind(entries, "inductor_post_grad_graph", "aot_inference_graph",
+                                                     "aot_forward_graph")]
+    device = _torch_device(codes, graphs)
     return {"log": "TORCH_TRACE", "made_by": f"torch {version}" if version else "torch (version not in the log)",
             "device": device, "trace_files": len(logs), "entries": len(entries), "compiled_files": user_files,
             "stages": len(specs)}
 
 
-def _torch_device(codes: list[str]) -> str:
-    """Where the log's compiled code ran, as Inductor's output code says it."""
+def _torch_device(codes: list[str], graphs: list[str]) -> str:
+    """Where the log's compiled code runs, as Inductor's output code (else the graphs' devices) say."""
     text = "\n".join(codes)
     arch = re.search(r"cc=(\d+)", text) or re.search(r"'cc': (\d+)", text)
     if "device_str='cuda'" in text or "torch.cuda" in text:
@@ -84,7 +86,12 @@ def _torch_device(codes: list[str]) -> str:
         return "an AMD GPU"
     if codes:
         return "the CPU"
-    return "unknown (the log has no Inductor output code)"
+    graph_text = "\n".join(graphs)
+    if "device(type='cuda'" in graph_text or "cuda:0" in graph_text:
+        return "a CUDA GPU (from the graphs' devices; the log has no Inductor output code)"
+    if graph_text:
+        return "the CPU (from the graphs' devices; the log has no Inductor output code)"
+    return "unknown (the log has no graph)"
 
 
 def import_tritonparse(ctx: JobContext, root: str, files: list[str]) -> dict[str, Any]:
