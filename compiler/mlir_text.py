@@ -10,34 +10,41 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Iterator
 
 SourceMap = list[list[int]]
 
 _PAIRS = {"(": ")", "{": "}", "[": "]"}
 
 
-def balanced_end(text: str, start: int) -> int:
-    """Index just past the bracket group opening at text[start] (quotes respected); len(text)
-    when the group is not closed."""
-    stack: list[str] = []
-    i, in_str = start, False
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """(index, character) of the characters of `text` from `start` that are outside quoted strings."""
+    in_str, i = False, start
     while i < len(text):
         ch = text[i]
         if in_str:
             if ch == "\\":
-                i += 2
-                continue
-            if ch == '"':
+                i += 1
+            elif ch == '"':
                 in_str = False
         elif ch == '"':
             in_str = True
-        elif ch in _PAIRS:
+        else:
+            yield i, ch
+        i += 1
+
+
+def balanced_end(text: str, start: int) -> int:
+    """Index just past the bracket group opening at text[start] (quotes respected); len(text)
+    when the group is not closed."""
+    stack: list[str] = []
+    for i, ch in _unquoted(text, start):
+        if ch in _PAIRS:
             stack.append(_PAIRS[ch])
         elif stack and ch == stack[-1]:
             stack.pop()
             if not stack:
                 return i + 1
-        i += 1
     return len(text)
 
 
@@ -208,46 +215,25 @@ def location_chains(body: str, aliases: dict[str, str], seen: frozenset[str] = f
 
 def _angle_end(text: str, start: int) -> int:
     """Index just past the `<...>` group opening at text[start] (quotes respected)."""
-    depth, in_str, i = 0, False, start
-    while i < len(text):
-        ch = text[i]
-        if in_str:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
+    depth = 0
+    for i, ch in _unquoted(text, start):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == ">" and depth == 0:
+            return i + 1
     return len(text)
 
 
 def _top_level_at(text: str) -> int:
     """Index of the ` at ` that separates a call site's callee from its caller (outside brackets
     and quotes), or -1."""
-    depth, in_str, i = 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        if in_str:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "([{<":
+    depth = 0
+    for i, ch in _unquoted(text):
+        if ch in "([{<":
             depth += 1
         elif ch in ")]}>":
             depth -= 1
         elif depth == 0 and text.startswith(" at ", i):
             return i
-        i += 1
     return -1
 
 

@@ -75,6 +75,7 @@ def test_hovering_a_ttgir_line_lights_the_ptx_it_became(watched, shots):
 def test_the_guard_view_of_a_recompile(watched, shots):
     page = watched.page
     page.goto("/?language=pytorch")
+    page.click(".options-menu summary")
     page.select_option("#opt-backend", "eager")  # Dynamo's guards are the lesson: no Inductor needed
     page.evaluate("(t) => document.querySelector('.CodeMirror').CodeMirror.setValue(t)", RECOMPILE)
     page.click("#compile")

@@ -146,47 +146,6 @@ def _ptx_files(lines: list[str]) -> dict[str, str]:
     return files
 
 
-def ptx_source_map(text: str, source_file: str) -> SourceMap:
-    """Source map of PTX from its `.loc` directives.
-
-    LLVM numbers the lines of a multi-line inline-asm string as if they were source lines (each
-    asm line gets the previous `.loc` line + 1), so inside `// begin inline asm` ... `// end inline
-    asm` the `.loc` that preceded the block is used instead of those counted ones."""
-    lines = text.splitlines()
-    files = _ptx_files(lines)
-    pairs: SourceMap = []
-    current: int | None = None
-    in_asm = False
-    asm_line: int | None = None
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if stripped.startswith(".section") or stripped.startswith(".file"):
-            current = None
-            continue
-        if stripped == "// begin inline asm":
-            in_asm, asm_line = True, current
-            continue
-        if stripped == "// end inline asm":
-            in_asm, current = False, asm_line
-            continue
-        m = _PTX_LOC.match(line)
-        if m:
-            if in_asm:
-                continue  # a counted inline-asm line, not a source location
-            f = files.get(m.group(1))
-            current = int(m.group(2)) if f is not None and _same_file(f, source_file) and int(m.group(2)) else None
-            if current:
-                pairs.append([number, current])
-            continue
-        if stripped.startswith("}"):
-            current = None
-            continue
-        line_no = asm_line if in_asm else current
-        if line_no and stripped and not stripped.startswith("//"):
-            pairs.append([number, line_no])
-    return pairs
-
-
 def ptx_location_chains(text: str) -> dict[int, list[Chain]]:
     """Artifact line -> the chain of the `.loc` in force: `.loc F L C` (column 0: none), with
     `inlined_at F2 L2 C2` as its caller. PTX names one caller only; where the caller is itself
@@ -216,7 +175,9 @@ def ptx_location_chains(text: str) -> dict[int, list[Chain]]:
             in_asm, current = False, asm_chain
             continue
         m = _PTX_LOC.match(line)
-        if m and not in_asm:
+        if m and in_asm:
+            continue  # a counted inline-asm line, not a source location
+        if m:
             leaf = frame(*m.groups())
             at = _PTX_INLINED_AT.search(line)
             caller = frame(*at.groups()) if at else None
@@ -236,6 +197,21 @@ def ptx_location_chains(text: str) -> dict[int, list[Chain]]:
             frames.append(next(iter(up)))
         out[number] = [tuple(frames)]
     return out
+
+
+def ptx_source_map(text: str, source_file: str) -> SourceMap:
+    """Source map of PTX from its `.loc` directives: each line under a `.loc` whose file is
+    `source_file` (the innermost frame's), read by `ptx_location_chains`.
+
+    LLVM numbers the lines of a multi-line inline-asm string as if they were source lines (each
+    asm line gets the previous `.loc` line + 1), so inside `// begin inline asm` ... `// end inline
+    asm` the `.loc` that preceded the block is used instead of those counted ones."""
+    pairs: SourceMap = []
+    for number, chains in sorted(ptx_location_chains(text).items()):
+        path, line, _ = chains[0][0]
+        if _same_file(path, source_file):
+            pairs.append([number, line])
+    return pairs
 
 
 def ptx_inline_asm_lines(text: str, source_file: str) -> dict[int, int]:
