@@ -36,6 +36,16 @@ example_inputs = (torch.randn(8, dtype=torch.float64), 3.0)  # irscope's own cal
 '''
 
 
+def submit_import(page, path: str) -> None:
+    """Upload `path` with the form at /import and wait for the job page it leads to."""
+    page.goto("/import")
+    page.set_input_files("#import-archive", path)
+    page.click("#import-submit")
+    page.wait_for_selector("#job-bar, .import-error", timeout=60_000)
+    assert page.locator(".import-error").count() == 0, page.inner_text(".import-error")
+    page.wait_for_url("**/j/*")
+
+
 def lit(page, pane: str) -> list[dict]:
     return page.eval_on_selector_all(f"{pane} .ln.hot", """els => els.map(e => ({
         text: e.querySelector('.tx').textContent.trim(), src: e.dataset.src || null, line: e.dataset.line}))""")
@@ -98,10 +108,7 @@ def test_the_guard_view_of_a_recompile(watched, shots):
 
 def test_an_imported_torch_trace_archive(watched):
     page = watched.page
-    page.goto("/import")
-    page.set_input_files("#import-archive", os.path.join(FIXTURES, "recompile.torch_trace.tar.gz"))
-    page.click("#import-submit")
-    page.wait_for_url("**/j/*")
+    submit_import(page, os.path.join(FIXTURES, "recompile.torch_trace.tar.gz"))
     assert wait_finished(page) == "done", page.inner_text("#results .job-error")
     job_id = page.get_attribute("#job-bar", "data-job")
     keys = tab_keys(page)
@@ -129,10 +136,7 @@ def test_a_hostile_archive_is_refused_on_the_page(watched, tmp_path):
         tar.addfile(info, io.BytesIO(b"{}"))
     path = tmp_path / "escape.tar.gz"
     path.write_bytes(buffer.getvalue())
-    page.goto("/import")
-    page.set_input_files("#import-archive", str(path))
-    page.click("#import-submit")
-    page.wait_for_url("**/j/*")
+    submit_import(page, str(path))
     assert wait_finished(page) == "failed"
     box = page.inner_text("#results .error-box")
     assert "InputError" in box and "member '../../outside.log': a path with '..' is refused" in box
