@@ -170,6 +170,9 @@ def test_a_tritonparse_trace_gives_the_kernel_stages_of_a_live_triton_job(tmp_pa
     load_lines = {s for _, s in stages["triton.ptx:softmax_kernel"].source_map}
     assert any("tl.load" in source[n - 1] for n in load_lines)
     formats.check_ir_locations(stages["triton.ttgir:softmax_kernel"].meta["ir_locations"])
+    # the compile times Triton logged on the machine that made the trace, per stage
+    times = json.loads(text("triton.metadata:softmax_kernel"))["compile_times_ms"]
+    assert set(times) >= {"ir_initialization", "ttir", "ttgir", "llir", "ptx", "cubin"} and times["ptx"] > 0
     origin = json.loads(text("import.origin"))
     assert origin["log"] == "TritonParse trace" and origin["device"] == "cuda:sm_90"
     assert origin["made_by"].startswith("triton 3.9")

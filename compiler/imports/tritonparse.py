@@ -91,9 +91,17 @@ def _record(event: dict[str, Any], files_dir: str, number: int) -> CompiledRecor
             f.write(text)
         files[os.path.basename(path)] = path
     source = payload.get("python_source") if isinstance(payload.get("python_source"), dict) else {}
+    # Triton's CompileTimes, as the listener got them (compiler/triton/capture.py reads the same)
     times = merged.get("times") if isinstance(merged.get("times"), dict) else {}
+    times_us: dict[str, int] = {}
+    for key, value in times.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            times_us[str(key)] = int(value)
+        elif key == "lowering_stages" and isinstance(value, list):
+            times_us.update({str(p[0]): int(p[1]) for p in value
+                             if isinstance(p, list) and len(p) == 2 and isinstance(p[1], (int, float))})
     return CompiledRecord(
         hash=str(merged.get("hash", f"import-{number}")), name=name, files=files, metadata=merged,
-        times_us={str(k): int(v) for k, v in times.items() if isinstance(v, (int, float))},
+        times_us=times_us,
         source=str(source.get("code", "")), source_file=str(source.get("file_path", "")),
         def_line=int(source.get("start_line") or 1), complete=True)
