@@ -72,6 +72,8 @@ def test_hovering_a_ttgir_line_lights_the_ptx_it_became(watched, shots):
     instructions = [x["text"].split()[0] for x in ptx if not x["text"].startswith((".", "$", "//"))]
     assert instructions and set(instructions) == {"max.f32"}, instructions
     assert any(x["src"] is None for x in ptx), "no lit line without a user line"  # the helper's body
+    # the PTX pane scrolled to the lit lines (the pointer stays on the TTGIR line, in the other pane)
+    page.evaluate("() => document.querySelector('#pane .ln.hot').scrollIntoView({block: 'center'})")
     page.screenshot(path=str(shots / "ir-links.png"))
     # `x - tl.max(...)`: the same user line (12), but only the subtraction's PTX lights
     page.locator('#pane2 .ln[data-locs]:has-text("arith.subf")').first.hover()
@@ -87,6 +89,7 @@ def test_the_guard_view_of_a_recompile(watched, shots):
     page.goto("/?language=pytorch")
     page.click(".options-menu summary")
     page.select_option("#opt-backend", "eager")  # Dynamo's guards are the lesson: no Inductor needed
+    page.click(".options-menu summary")
     page.evaluate("(t) => document.querySelector('.CodeMirror').CodeMirror.setValue(t)", RECOMPILE)
     page.click("#compile")
     assert wait_finished(page) == "done", page.inner_text("#results .job-error")

@@ -44,7 +44,7 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     def y(v: float) -> float:
         return pad + ph - ph * v / top
 
-    parts = [f'<svg class="memory-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    parts = [f'<svg class="memory-chart" xmlns="http://www.w3.org/2000/svg" width="100%" '
              f'viewBox="0 0 {width} {height}" role="img"><title>temp buffers over program order</title>',
              f'<line x1="{left}" y1="{pad + ph}" x2="{left + pw}" y2="{pad + ph}" stroke="#333"/>',
              f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{pad + ph}" stroke="#333"/>']
