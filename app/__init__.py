@@ -101,10 +101,13 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
                                              spare_workers=int(values["spare_workers"]),
                                              max_stage_bytes=int(values["max_stage_kb"]) * 1024, user=user,
                                              job_disk_bytes=int(values["job_disk_mb"]) * 2**20 if use_bwrap else 0,
-                                             caps=caps_from(values), measure_s=float(values["measure_s"])))
+                                             caps=caps_from(values), measure_s=float(values["measure_s"]),
+                                             import_max_files=int(values["import_max_files"]),
+                                             import_max_unpacked_bytes=int(values["import_max_unpacked_mb"]) * 2**20))
     jobs = Jobs(store, runner, JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
                                           reuse_results=bool(values["reuse_results"]),
-                                          max_queued_jobs=int(values["max_queued_jobs"])))
+                                          max_queued_jobs=int(values["max_queued_jobs"]),
+                                          imports=bool(values["imports"])))
     if refusal is None:
         jobs.resume_unfinished()
         runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
@@ -116,10 +119,11 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.extensions["irscope"] = Services(settings=values, store=store, jobs=jobs, runner=runner,
                                                sandboxed=use_bwrap, refusal=refusal)
 
-    from app import api, ide, permalinks
+    from app import api, ide, imports, permalinks
     flask_app.register_blueprint(api.bp)
     flask_app.register_blueprint(ide.bp)
     flask_app.register_blueprint(permalinks.bp)
+    flask_app.register_blueprint(imports.bp)
     return flask_app
 
 

@@ -57,14 +57,14 @@ def _version(job: Job, position: int | None) -> str:
     return hashlib.sha256(state.encode()).hexdigest()[:12]
 
 
-def render_ide(job: Job | None = None, link_id: str | None = None, language: str | None = None):
+def render_ide(job: Job | None = None, link_id: str | None = None, language: str | None = None, **extra):
     langs = _languages()
     current = registry.get(job.request.language if job else (language or langs[0].key))
     options = dict(job.request.options) if job else {o.name: o.default for o in current.options}
     bar = _bar_context(job) if job else {"job": None}
     return render_template("ide.html", languages=langs, current=current, options=options,
                            source=job.request.source if job else current.example, link_id=link_id,
-                           refusal=services().refusal, examples={p.key: p.example for p in langs}, **bar)
+                           refusal=services().refusal, examples={p.key: p.example for p in langs}, **bar, **extra)
 
 
 @bp.get("/")

@@ -78,6 +78,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("measure_s", 1.0, "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "
                               "calls, and after every stage is written); the Timings tab gives the repeat count "
                               "and the spread."),
+    Setting("imports", True, "Accept compiler logs made elsewhere (a TORCH_TRACE directory, a TritonParse trace, "
+                             "an XLA dump) uploaded at /import or POST /api/imports, unpacked and read in the "
+                             "sandbox."),
+    Setting("import_max_upload_mb", 64, "Largest archive one may upload to import, in MiB (larger: 413)."),
+    Setting("import_max_unpacked_mb", 512, "Most bytes an uploaded archive may unpack to, in MiB, counted as they "
+                                           "are written (past it the import is refused as a possible "
+                                           "decompression bomb)."),
+    Setting("import_max_files", 2000, "Most files and directories an uploaded archive may hold."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
     Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),

@@ -8,7 +8,8 @@ The runner reads it outside the sandbox, so it trusts nothing:
   no open blocks), and must be regular files (fstat), so no FIFO, device or socket is ever read;
 - stage files must have the names the worker's Bundle gives them (`NNNN.txt`);
 - every read is capped here: the manifest, each stage, the stages of a job together;
-- every manifest field is checked: key syntax, a known format, plain JSON of bounded size.
+- every manifest field is checked: key syntax, a known format, plain JSON of bounded size, and the
+  typed meta the page reads (`ir_locations`, compiler/formats.py).
 
 A broken rule raises BundleRuleError naming the rule; nothing of the offending file is stored.
 """
@@ -203,6 +204,11 @@ def _stage(s: Any, n: int, caps: BundleCaps) -> Stage:
     if not isinstance(meta, dict):
         raise BundleRuleError(f"{where}: meta must be an object")
     _plain_json(meta, caps.meta_bytes, f"{where}'s meta")
+    if "ir_locations" in meta:  # the page reads it line by line: its shape is checked here
+        try:
+            formats.check_ir_locations(meta["ir_locations"])
+        except formats.FormatError as e:
+            raise BundleRuleError(f"{where}'s meta: {e}") from None
     return Stage(key=key, title=_string(s.get("title", ""), 300, f"{where}'s title"),
                  group=_string(s.get("group", ""), 64, f"{where}'s group"), format=fmt, size=0, file=file,
                  source_map=source_map, meta=meta)

@@ -5,7 +5,7 @@ and validates the value) and viewers read through it (`decode`), so what crosses
 the page has one definition:
 
 - code formats (`python`, `mlir`, `ptx`, ...): text, shown highlighted with the named lexer;
-- JSON formats with a schema (`mesh`, `memory`, `timeline`, `profile`): msgspec Structs that reject
+- JSON formats with a schema (`mesh`, `memory`, `timeline`, `profile`, `guards`): msgspec Structs that reject
   unknown fields and wrong types on write and decode to typed records on read;
 - `json`: any JSON value, shown as code;
 - `svg`: a drawing made in the worker (DOT laid out by Graphviz), kept only after an allowlist
@@ -154,6 +154,9 @@ class LiveValue(Record):
     name: str
     size: int
     offset: int
+    shape: str = ""
+    live: list[int] = []  # [first step, last step] of its live range
+    in_place_of: str = ""  # a value live at the same step in the same bytes, updated in place
 
 
 class OtherAllocation(Record):
@@ -167,15 +170,160 @@ class MemoryTimeline(Record):
     steps: int
     sequence: list[str]
     blocks: list[MemoryBlock]
-    live_bytes: list[int]
-    high_water: list[int]
-    peak_bytes: int
-    peak_at: int
+    live_bytes: list[int]  # per step: bytes of the temp allocation holding a live value
+    high_water: list[int]  # per step: the highest occupied byte, as XLA packed the heap
+    peak_bytes: int  # max(live_bytes)
+    peak_at: int  # the step where live_bytes reaches peak_bytes
     peak_instruction: str
-    live_at_peak: list[LiveValue]
+    live_at_peak: list[LiveValue]  # by size, largest first
     temp_allocation_bytes: int
     other_allocations: list[OtherAllocation]
     xla_memory_stats: dict[str, int] = {}
+    heap_bytes: int = 0  # max(high_water): the heap's size, XLA's temp_size_in_bytes
+    xla_peak_step: int | None = None  # the step HloLiveRange calls its peak (all buffers, not only temp)
+    unranged_values: list[str] = []  # temp values XLA gave no live range (drawn over the whole program)
+
+
+# --- guards: a compiled frame's guards and why it was recompiled (PyTorch pipeline) -------------
+
+class GuardRecord(Record, omit_defaults=True):
+    kind: str  # as Dynamo prints it: TENSOR_MATCH, EQUALS_MATCH, ...
+    group: str  # a key of GuardsExplained.groups
+    check: str  # the guard's own code
+    meaning: str  # the check in words
+    input: str = ""  # the value it reads, as the user writes it (x, self.scale)
+    source: str = ""  # the same, as Dynamo names it (L['x'])
+    line: int | None = None  # the user's line that installed it
+    code: str = ""  # that line's text, as Dynamo printed it
+    where: str = ""  # file:line where Dynamo installed it
+    hint: str = ""
+    properties: dict[str, str] = {}  # a tensor match's dtype, device, size, stride, requires_grad
+
+
+class FailedGuardRecord(Record, omit_defaults=True):
+    compile_id: str  # the earlier compile whose guard failed
+    reason: str  # PyTorch's words
+    meaning: str  # in words
+    kind: str = ""
+    group: str = ""
+    input: str = ""
+    line: int | None = None
+    before: str = ""  # what that compile was specialised on
+    after: str = ""  # what the call that recompiled passed
+
+
+class GuardsExplained(Record):
+    compile_id: str
+    frame: str  # the compiled function and where it starts
+    groups: dict[str, str]  # group key -> what its guards check, in display order
+    guards: list[GuardRecord]
+    recompile: list[FailedGuardRecord] = []  # one per earlier compile of the frame, when this one is a recompile
+    latency_us: float | None = None  # Dynamo's own measurement of one guard evaluation
+    source: str = ""  # the trace entries it was read from
+
+
+# --- ir_locations: per artifact line, the compiler's own locations (stage meta, not a format) ----
+#
+# IR stages (TTIR, TTGIR, LLVM IR, PTX, SASS) carry, besides their source map to the user's lines,
+# `meta["ir_locations"]`: the location chain of each line, read from the IR itself (MLIR `loc()`,
+# LLVM `!dbg`, PTX `.loc`, nvdisasm's line info). A chain lists frames innermost first, each
+# `<file key>:<line>[:<column>]`, joined by `<` ("a1b2c3d4:196:12<a1b2c3d4:216:16<0f0e0d0c:12:13":
+# line 196 of a helper inlined at line 216, itself inlined at the kernel's line 12). The page
+# links two lines of two stages when their chains are linked (`chains_linked`): compiled code
+# the user wrote no line of (a helper's body, Inductor's generated kernel) is linked too.
+
+IrFrame = tuple[str, int, "int | None"]  # (file as the compiler recorded it, line, column or None)
+_IR_FRAME = r"[0-9a-f]{8}:[0-9]{1,7}(?::[0-9]{1,5})?"
+IR_CHAIN_RE = re.compile(rf"^{_IR_FRAME}(?:<{_IR_FRAME}){{0,31}}$")
+MAX_IR_CHAINS_PER_LINE = 8
+
+
+class IrLocations(Record):
+    files: dict[str, str]  # file key -> the path as the compiler recorded it
+    chains: list[str]  # distinct chains of this stage
+    runs: list[list[int]]  # [first line, last line, chain index]: those artifact lines carry that chain
+    source: str  # what the locations were read from
+
+    def by_line(self) -> dict[int, list[str]]:
+        """Artifact line -> its chains (at most MAX_IR_CHAINS_PER_LINE each)."""
+        out: dict[int, list[str]] = {}
+        for first, last, index in self.runs:
+            for line in range(first, last + 1):
+                chains = out.setdefault(line, [])
+                if len(chains) < MAX_IR_CHAINS_PER_LINE and self.chains[index] not in chains:
+                    chains.append(self.chains[index])
+        return out
+
+
+def ir_file_key(path: str) -> str:
+    """A short key for a file path, the same in every stage of a job (a digest of the normalised path)."""
+    import hashlib
+    import os.path
+    return hashlib.sha256(os.path.normpath(path).encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def ir_locations(chains_by_line: dict[int, list[tuple[IrFrame, ...]]], source: str) -> IrLocations:
+    """Encode artifact line -> chains of (file, line, column) frames; consecutive lines with the
+    same chain become one run, so the meta stays small for long PTX and SASS listings."""
+    files: dict[str, str] = {}
+    index: dict[str, int] = {}
+    runs: list[list[int]] = []
+    open_runs: dict[int, list[int]] = {}  # chain index -> its run still growing
+    for line in sorted(chains_by_line):
+        here = set()
+        for chain in chains_by_line[line][:MAX_IR_CHAINS_PER_LINE]:
+            frames = []
+            for path, number, column in chain[:32]:
+                key = ir_file_key(path)
+                files.setdefault(key, path)
+                frames.append(f"{key}:{number}" + (f":{column}" if column else ""))
+            if not frames:
+                continue
+            text = "<".join(frames)
+            i = index.setdefault(text, len(index))
+            here.add(i)
+            run = open_runs.get(i)
+            if run is not None and run[1] == line - 1:
+                run[1] = line
+            else:
+                run = [line, line, i]
+                runs.append(run)
+                open_runs[i] = run
+        for i in [i for i in open_runs if i not in here]:
+            del open_runs[i]
+    return IrLocations(files=files, chains=list(index), runs=runs, source=source)
+
+
+def check_ir_locations(value: Any, max_line: int = 10**8) -> IrLocations:
+    """The typed record of a stage's `meta["ir_locations"]`; FormatError when it is not one: an
+    unknown field, a chain that is not `key:line[:col]<...`, a run out of range."""
+    try:
+        record = msgspec.convert(value, IrLocations)
+    except msgspec.ValidationError as e:
+        raise FormatError(f"ir_locations: {e}") from None
+    bad = next((c for c in record.chains if not IR_CHAIN_RE.match(c)), None)
+    if bad is not None:
+        raise FormatError(f"ir_locations: {bad[:80]!r} is not a location chain")
+    if any(not re.fullmatch(r"[0-9a-f]{8}", k) for k in record.files):
+        raise FormatError("ir_locations: file keys are 8 hex digits")
+    for run in record.runs:
+        if len(run) != 3 or not 1 <= run[0] <= run[1] <= max_line or not 0 <= run[2] < len(record.chains):
+            raise FormatError(f"ir_locations: the run {run[:3]} is not [first line, last line, chain index]")
+    return record
+
+
+def _coarse(chain: str) -> str:
+    return "<".join(":".join(frame.split(":")[:2]) for frame in chain.split("<"))
+
+
+def chains_linked(a: str, b: str) -> bool:
+    """Whether two lines with these chains come from the same place: compared with columns when
+    both have them on every frame, else by lines, one chain must be the other or begin it (PTX and
+    SASS name only the innermost frames of an inlined call: `helper:196<helper:216` begins
+    `helper:196<helper:216<kernel:12`). static/ir-links.js applies the same rule in the page."""
+    if not all(f.count(":") == 2 for f in (a + "<" + b).split("<")):
+        a, b = _coarse(a), _coarse(b)
+    return a == b or a.startswith(b + "<") or b.startswith(a + "<")
 
 
 # --- svg: drawings made in the worker -----------------------------------------------------------
@@ -387,6 +535,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            schema=Mesh),
     Format("memory", "XLA's temp allocation over program order: buffers, live bytes, peak.",
            schema=MemoryTimeline),
+    Format("guards", "Dynamo's guards of one compiled frame by kind, and the failed guard of each earlier "
+                     "compile when it is a recompile.", schema=GuardsExplained),
 )}
 
 

@@ -4,6 +4,7 @@ This is the only module the web layer calls to start work; it never imports a co
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ class JobsConfig:
     max_source_bytes: int
     reuse_results: bool = True
     max_queued_jobs: int = 0  # jobs that may wait for a worker; 0: no cap
+    imports: bool = False  # accept uploads for the `import` language (setting imports)
 
 
 def _short_id(digest_hex: str, length: int) -> str:
@@ -66,6 +68,9 @@ class Jobs:
                                f"{self.config.max_source_bytes} (setting max_source_kb)")
         if not isinstance(options, dict):
             raise RequestError("options must be a JSON object")
+        if registry.get(language).made_by_upload:
+            raise RequestError(f"{language} jobs are made by uploading a file (POST /api/imports, or the form at "
+                               "/import), not from a source")
         try:
             normalised = registry.get(language).normalise_options(options)
         except OptionError as e:
@@ -88,6 +93,22 @@ class Jobs:
         job = self.store.create_job(secrets.token_hex(6), key, request, tools)
         self.runner.submit(job)
         return job, False
+
+    def submit_upload(self, language: str, name: str, data: bytes, options: dict[str, Any]) -> tuple[Job, bool]:
+        """A job of a language made from an upload (Pipeline.made_by_upload): the file is kept in the
+        store by its sha256, the request describes it, and the same file with the same options is
+        answered from the store like any repeated request."""
+        pipeline = registry.get(language)
+        if not self.config.imports or not pipeline.made_by_upload:
+            raise RequestError(f"this server makes no {language!r} jobs from uploads (setting imports)")
+        try:
+            normalised = pipeline.normalise_options(options)
+        except OptionError as e:
+            raise RequestError(str(e)) from None
+        digest = hashlib.sha256(data).hexdigest()
+        self.store.add_upload(digest, name, data)
+        return self.submit(Request(language=language, source=pipeline.describe_upload(name, digest, len(data)),
+                                   options=normalised))
 
     def resume_unfinished(self) -> int:
         """Re-enqueue jobs a previous server process left queued or running."""

@@ -10,34 +10,41 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Iterator
 
 SourceMap = list[list[int]]
 
 _PAIRS = {"(": ")", "{": "}", "[": "]"}
 
 
-def balanced_end(text: str, start: int) -> int:
-    """Index just past the bracket group opening at text[start] (quotes respected); len(text)
-    when the group is not closed."""
-    stack: list[str] = []
-    i, in_str = start, False
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """(index, character) of the characters of `text` from `start` that are outside quoted strings."""
+    in_str, i = False, start
     while i < len(text):
         ch = text[i]
         if in_str:
             if ch == "\\":
-                i += 2
-                continue
-            if ch == '"':
+                i += 1
+            elif ch == '"':
                 in_str = False
         elif ch == '"':
             in_str = True
-        elif ch in _PAIRS:
+        else:
+            yield i, ch
+        i += 1
+
+
+def balanced_end(text: str, start: int) -> int:
+    """Index just past the bracket group opening at text[start] (quotes respected); len(text)
+    when the group is not closed."""
+    stack: list[str] = []
+    for i, ch in _unquoted(text, start):
+        if ch in _PAIRS:
             stack.append(_PAIRS[ch])
         elif stack and ch == stack[-1]:
             stack.pop()
             if not stack:
                 return i + 1
-        i += 1
     return len(text)
 
 
@@ -147,6 +154,104 @@ def source_map(text: str, source_file: str) -> SourceMap:
                 pairs.append([number, hit])
                 break
     return pairs
+
+
+# A frame of a location chain: (file, line, column or None). A chain lists the frames of one
+# location innermost first: an op inlined from a helper is [helper line, ..., the call site].
+Frame = tuple[str, int, "int | None"]
+Chain = tuple[Frame, ...]
+
+_FILE_POS = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+)(?::(\d+))?(?:\s+to\s+(?::?\d+)(?::\d+)?)?')
+_ALIAS_REF = re.compile(r"#loc\d*")
+_NAME = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_MAX_CHAINS = 64  # fused locations of fused locations: enough alternatives for any op
+
+
+def location_chains(body: str, aliases: dict[str, str], seen: frozenset[str] = frozenset()) -> list[Chain]:
+    """The chains of one location body (what is inside `loc(...)`), aliases expanded:
+
+    - `"file":line:col` (a range's tail ignored) -> one chain of one frame;
+    - `callsite(callee at caller)` -> the callee's frames, then the caller's;
+    - `fused<meta>[a, b]` -> the chains of a and of b (alternatives);
+    - `"name"(child)` -> the child's chains (a name alone names no place: no chain);
+    - `unknown` -> no frame (so `callsite(unknown at x)` is x's chain).
+    """
+    body = body.strip()
+    if not body or body == "unknown":
+        return [()]
+    alias = _ALIAS_REF.fullmatch(body)
+    if alias:
+        if body in aliases and body not in seen:
+            return location_chains(aliases[body], aliases, seen | {body})
+        return []
+    if body.startswith("callsite(") and body.endswith(")"):
+        inner = body[len("callsite("):-1]
+        cut = _top_level_at(inner)
+        if cut < 0:
+            return []
+        callees = location_chains(inner[:cut], aliases, seen)
+        callers = location_chains(inner[cut + 4:], aliases, seen)
+        return [a + b for a in callees for b in callers][:_MAX_CHAINS]
+    if body.startswith("fused"):
+        open_at = body.find("[", _angle_end(body, 5) if body[5:6] == "<" else 5)
+        if open_at < 0:
+            return []
+        out: list[Chain] = []
+        for part in split_top_level(body[open_at + 1:balanced_end(body, open_at) - 1]):
+            out.extend(c for c in location_chains(part, aliases, seen) if c)
+        return out[:_MAX_CHAINS]
+    m = _FILE_POS.match(body)
+    if m and m.end() == len(body):
+        col = int(m.group(3)) if m.group(3) else None
+        return [((m.group(1), int(m.group(2)), col or None),)]
+    m = _NAME.match(body)
+    if m:
+        rest = body[m.end():].strip()
+        if rest.startswith("(") and rest.endswith(")"):
+            return [c for c in location_chains(rest[1:-1], aliases, seen) if c]
+        return []
+    return []
+
+
+def _angle_end(text: str, start: int) -> int:
+    """Index just past the `<...>` group opening at text[start] (quotes respected)."""
+    depth = 0
+    for i, ch in _unquoted(text, start):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == ">" and depth == 0:
+            return i + 1
+    return len(text)
+
+
+def _top_level_at(text: str) -> int:
+    """Index of the ` at ` that separates a call site's callee from its caller (outside brackets
+    and quotes), or -1."""
+    depth = 0
+    for i, ch in _unquoted(text):
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        elif depth == 0 and text.startswith(" at ", i):
+            return i
+    return -1
+
+
+def line_location_chains(text: str) -> dict[int, list[Chain]]:
+    """Artifact line -> the chains of the op printed on it, for every line of an MLIR module
+    whose op has a location with a place in it: the op's own location is the last on its line
+    (block arguments carry earlier ones; a line with only those, `^bb0(...)`, gets theirs)."""
+    aliases = loc_aliases(text)
+    out: dict[int, list[Chain]] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if is_alias_line(line):
+            continue
+        for _, _, body in reversed(locations_on_line(line)):
+            chains = [c for c in location_chains(body, aliases) if c]
+            if chains:
+                out[number] = list(dict.fromkeys(chains))
+                break
+    return out
 
 
 def location_names(text: str) -> dict[str, str]:

@@ -97,6 +97,9 @@ class Pipeline:
     # Modules a spare worker imports before it is handed a job (see compiler/runner.Spares). A
     # pipeline lists them only if its environment() does not depend on the request.
     prewarm_modules: tuple[str, ...] = ()
+    # A language whose jobs are made from an uploaded file (the `import` language), never from a
+    # pasted source: POST /api/compile refuses it; the runner copies `inputs(request)` into the job.
+    made_by_upload: bool = False
 
     def normalise_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """Validated options with defaults filled in; unknown names are an OptionError."""
@@ -118,6 +121,10 @@ class Pipeline:
         code) provided nothing of it can reach the job the process is later handed."""
         for module in self.prewarm_modules:
             importlib.import_module(module)
+    def inputs(self, request: Request) -> dict[str, str]:
+        """Uploads the job reads: file name in the job's `inputs/` -> the upload's sha256. The
+        runner writes them there before the worker starts (JobContext.inputs_dir)."""
+        return {}
 
     def run(self, request: Request, ctx: "JobContext") -> None:
         """Compile `request` (options already normalised) and write every stage into `ctx.bundle`.
@@ -138,6 +145,8 @@ class UserError(Exception):
 DEFAULT_OUTPUT_LIMIT_BYTES = 1024 << 10
 DEFAULT_MAX_STAGE_BYTES = 16384 << 10
 DEFAULT_MEASURE_S = 1.0
+DEFAULT_IMPORT_FILES = 2000
+DEFAULT_IMPORT_BYTES = 512 << 20
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,8 @@ class JobLimits:
     memory_mb: int | None = None  # the sandbox's address-space limit (setting memory_limit_mb)
     file_size_mb: int | None = None  # the sandbox's file-size limit (setting file_size_limit_mb)
     measure_s: float = DEFAULT_MEASURE_S  # time spent timing each side, eager and compiled (setting measure_s)
+    import_files: int = DEFAULT_IMPORT_FILES  # members an uploaded archive may have (setting import_max_files)
+    import_bytes: int = DEFAULT_IMPORT_BYTES  # bytes it may unpack to (setting import_max_unpacked_mb)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -167,6 +178,7 @@ class JobContext:
     limits: JobLimits = JobLimits()
     toolchain_cache: str = ""  # the trusted toolchain cache to seed from, read-only ("" when none)
     export_toolchain_cache: str = ""  # the warm-up job only: where to export the toolchain cache
+    inputs_dir: str = ""  # the uploads the runner put in the job (Pipeline.inputs), read-only ("" when none)
 
 
 class Bundle:

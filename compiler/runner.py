@@ -56,6 +56,8 @@ class RunnerConfig:
     job_disk_bytes: int = 0  # size of each job's /job tmpfs; 0: a plain directory
     caps: BundleCaps = BundleCaps()  # what the runner reads of a job's out/ at most
     measure_s: float = 1.0  # time a pipeline spends timing each side of eager vs compiled
+    import_max_files: int = 2000  # members an uploaded archive may have (setting import_max_files)
+    import_max_unpacked_bytes: int = 512 << 20  # what it may unpack to (setting import_max_unpacked_mb)
 
 
 class LocalRunner:
@@ -267,6 +269,8 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
         "IRSCOPE_FILE_SIZE_LIMIT_MB": str(config.limits.file_bytes // 2**20),
         "IRSCOPE_MAX_STAGE_BYTES": str(config.max_stage_bytes),
         "IRSCOPE_MEASURE_S": str(config.measure_s),
+        "IRSCOPE_IMPORT_MAX_FILES": str(config.import_max_files),
+        "IRSCOPE_IMPORT_MAX_UNPACKED_BYTES": str(config.import_max_unpacked_bytes),
     }
 
 
@@ -313,6 +317,13 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
 
     if spare is None:
         env, binds = _toolchain_binds(config, job.request.language, job.toolchain, worker_env(config))
+        missing = _write_inputs(store, job_dir, job)
+        if missing:
+            store.finish_job(job.id, JobError("InputError", missing), {})
+            if not config.keep_job_dirs:
+                job_dirs.release(job_dir)
+            reader.close()
+            return
         _write_request(job_dir, job.request, job.toolchain)
         proc = sandbox.Sandboxed(_worker_spec(config, job_dir, env, binds), config.limits)
     else:
@@ -347,6 +358,26 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         job_dirs.release(job_dir)
     if spares is not None:
         _logged(spares.fill, job.request.language)
+
+
+def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:
+    """Copy the uploads the job's pipeline reads (Pipeline.inputs) into JOB/inputs/, owned by the
+    runner and only readable by the job. Returns why not, when an upload is not in the store."""
+    from compiler import registry
+    wanted = registry.get(job.request.language).inputs(job.request)
+    if not wanted:
+        return None
+    folder = os.path.join(job_dir, "inputs")
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    for name, digest in wanted.items():
+        data = store.upload(digest)
+        if data is None:
+            return f"the uploaded file {name!r} (sha256 {digest[:12]}...) is not in the store any more; upload it again"
+        path = os.path.join(folder, os.path.basename(name))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    return None
 
 
 def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:

@@ -49,6 +49,17 @@ class StageRow(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class UploadRow(Base):
+    """A file uploaded for a job (an archive to import), by its sha256; zlib-compressed."""
+
+    __tablename__ = "uploads"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(300))
+    size: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
+
+
 class ShortlinkRow(Base):
     __tablename__ = "shortlinks"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -200,6 +211,21 @@ class Store:
             stage = Stage(key=row.key, title=row.title, group=row.group, format=row.format, size=row.size,
                           source_map=row.source_map or [], meta=row.meta or {})
             return stage, zlib.decompress(row.data).decode("utf-8")
+
+    # --- uploads -----------------------------------------------------------------------------
+    def add_upload(self, digest: str, name: str, data: bytes) -> None:
+        """Keep an uploaded file under its sha256 (the first upload of the same bytes stays)."""
+        try:
+            with self._lock, self._session.begin() as s:
+                if s.get(UploadRow, digest) is None:
+                    s.add(UploadRow(digest=digest, name=name[:300], size=len(data), data=zlib.compress(data, 1)))
+        except IntegrityError:
+            pass
+
+    def upload(self, digest: str) -> bytes | None:
+        with self._session() as s:
+            row = s.get(UploadRow, digest)
+            return zlib.decompress(row.data) if row else None
 
     # --- permalinks --------------------------------------------------------------------------
     def create_shortlink(self, link_id: str, job_id: str) -> str:

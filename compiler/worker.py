@@ -25,8 +25,8 @@ from typing import Mapping
 from compiler import job_dir as job_dirs
 from compiler import registry
 from compiler.model import JobError, Request
-from compiler.pipeline import DEFAULT_MAX_STAGE_BYTES, DEFAULT_MEASURE_S, DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, \
-    JobContext, JobLimits, OptionError, UserError
+from compiler.pipeline import DEFAULT_IMPORT_BYTES, DEFAULT_IMPORT_FILES, DEFAULT_MAX_STAGE_BYTES, DEFAULT_MEASURE_S, \
+    DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, JobContext, JobLimits, OptionError, UserError
 from compiler.user_code import user_error
 
 
@@ -59,7 +59,9 @@ def environment_settings(environ: Mapping[str, str]) -> WorkerSettings:
         limits=JobLimits(output_bytes=number("IRSCOPE_OUTPUT_LIMIT") or DEFAULT_OUTPUT_LIMIT_BYTES,
                          memory_mb=number("IRSCOPE_MEMORY_LIMIT_MB"),
                          file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB"),
-                         measure_s=seconds("IRSCOPE_MEASURE_S", DEFAULT_MEASURE_S)),
+                         measure_s=seconds("IRSCOPE_MEASURE_S", DEFAULT_MEASURE_S),
+                         import_files=number("IRSCOPE_IMPORT_MAX_FILES") or DEFAULT_IMPORT_FILES,
+                         import_bytes=number("IRSCOPE_IMPORT_MAX_UNPACKED_BYTES") or DEFAULT_IMPORT_BYTES),
         max_stage_bytes=number("IRSCOPE_MAX_STAGE_BYTES") or DEFAULT_MAX_STAGE_BYTES,
         toolchain_cache=environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""),
         export_toolchain_cache=environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE", ""),
@@ -124,7 +126,8 @@ def main(argv: list[str]) -> int:
     bundle = Bundle(os.path.join(job_dir, "out"), spec.get("toolchain"), settings.max_stage_bytes)
     ctx = JobContext(workdir=scratch, bundle=bundle, limits=settings.limits,
                      toolchain_cache=settings.toolchain_cache,
-                     export_toolchain_cache=settings.export_toolchain_cache)
+                     export_toolchain_cache=settings.export_toolchain_cache,
+                     inputs_dir=os.path.join(job_dir, "inputs") if os.path.isdir(os.path.join(job_dir, "inputs")) else "")
     try:
         pipeline = registry.get(request.language)
         request = Request(request.language, request.source, pipeline.normalise_options(request.options))

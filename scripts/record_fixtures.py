@@ -1,6 +1,6 @@
 """Re-record the parser fixtures of tests/fixtures/ from real compiler runs.
 
-    .venv/bin/python scripts/record_fixtures.py [--out DIR] [torch] [triton] [xla]
+    .venv/bin/python scripts/record_fixtures.py [--out DIR] [torch] [triton] [xla] [tritonparse]
 
 Run it after a toolchain upgrade (torch, triton, jaxlib): the parser tests compare the parsers
 against these texts, so a changed output format shows up as a test failure to look at, not as a
@@ -13,7 +13,11 @@ process, at the paths the tests expect the recorded locations to name:
 - triton: the vector add of tests/fixtures/triton/README.md as /tmp/tx/job/kernels.py through the
   triton pipeline for virtual cuda:sm_90 and hip:gfx942 -> the stage outputs and per-pass dumps;
 - xla: the HLO and JAX examples of the XLA pipeline through compiler/xla/child.py on 8 virtual CPU
-  devices (the JAX program as /tmp/rec/j/user_program.py) -> dumps, stats and trace events.
+  devices (the JAX program as /tmp/rec/j/user_program.py) -> dumps, stats and trace events;
+- tritonparse (not in the default set: it needs the `record` extra, `pip install -e .[record]`,
+  tritonparse pinned there): the triton pipeline's example kernel under
+  tritonparse.structured_logging for virtual cuda:sm_90 -> imports/softmax.tritonparse.ndjson.gz.
+  The other import fixtures are logs of live jobs (tests/fixtures/imports/README.md).
 """
 from __future__ import annotations
 
@@ -121,6 +125,39 @@ def record_triton(out: str) -> None:
                 _write(out, f"triton/add_kernel.sm_90.{ext}.passes.mlir", _read(os.path.join(dumps, name)))
 
 
+TRITONPARSE_CHILD = '''import os, runpy, sys, warnings
+sys.path.insert(0, {root!r})
+import tritonparse.structured_logging as structured_logging
+structured_logging.init(sys.argv[1])
+from compiler.targets import get_target, virtual_gpu
+virtual_gpu.install_compile_only_triton(get_target("cuda:sm_90"))
+from torch._subclasses.fake_tensor import FakeTensorMode
+warnings.filterwarnings("ignore")
+with FakeTensorMode(allow_non_fake_inputs=True):
+    try:
+        runpy.run_path(sys.argv[2], run_name="__main__")
+    except AttributeError:  # the launch, after the compile was logged: the virtual driver launches nothing
+        pass
+'''
+
+
+def record_tritonparse(out: str) -> None:
+    import gzip
+    from compiler.triton.pipeline import EXAMPLE
+    work = tempfile.mkdtemp(prefix="tritonparse-")
+    _write(work, "kernels.py", EXAMPLE)
+    traces = os.path.join(work, "trace")
+    env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(work, "cache"))
+    subprocess.run([sys.executable, "-c", TRITONPARSE_CHILD.format(root=ROOT), traces,
+                    os.path.join(work, "kernels.py")], check=True, cwd=work, env=env)
+    (name,) = [n for n in os.listdir(traces) if n.endswith(".ndjson")]
+    os.makedirs(os.path.join(out, "imports"), exist_ok=True)
+    with open(os.path.join(traces, name), "rb") as src, \
+            gzip.open(os.path.join(out, "imports", "softmax.tritonparse.ndjson.gz"), "wb") as dst:
+        dst.write(src.read())
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def _xla_compile(language: str, source: str, work: str) -> tuple[dict, str]:
     """compiler/xla/child.py on one input, as the XLA pipeline runs it; (result, dump directory)."""
     from compiler.pipeline import JobLimits
@@ -172,12 +209,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("compilers", nargs="*", help="torch, triton, xla (default: all three)")
     parser.add_argument("--out", default=FIXTURES, help="where to write (default: tests/fixtures)")
     args = parser.parse_args(argv)
-    unknown = set(args.compilers) - {"torch", "triton", "xla"}
+    unknown = set(args.compilers) - {"torch", "triton", "xla", "tritonparse"}
     if unknown:
-        parser.error(f"unknown compiler {sorted(unknown)[0]!r}: torch, triton or xla")
+        parser.error(f"unknown compiler {sorted(unknown)[0]!r}: torch, triton, xla or tritonparse")
     for name in args.compilers or ("torch", "triton", "xla"):
         print(f"recording {name} fixtures into {args.out}", flush=True)
-        {"torch": record_torch, "triton": record_triton, "xla": record_xla}[name](args.out)
+        {"torch": record_torch, "triton": record_triton, "xla": record_xla,
+         "tritonparse": record_tritonparse}[name](args.out)
     return 0
 
 

@@ -51,11 +51,14 @@
     editor.addLineClass(line - 1, "background", cls);
     markedLines.push([line - 1, cls]);
   }
-  function artifactLines() { return document.querySelectorAll("#results .pane pre.code .ln[data-src]"); }
+  // lines with a source line, and lines of IR stages with a compiler location (static/ir-links.js)
+  var LINKED_LINE = "#results .pane pre.code .ln[data-src], #results .pane pre.code .ln[data-locs]";
+  function artifactLines() { return document.querySelectorAll(LINKED_LINE); }
   function paintPane() {
     clearEditorMarks();
     var seen = {};
     artifactLines().forEach(function (el) {
+      if (!el.dataset.src) { return; }
       var src = parseInt(el.dataset.src, 10);
       el.classList.add(colourOf(src));
       (el.dataset.srcs || "").split(" ").forEach(function (s) {
@@ -71,12 +74,15 @@
     editor.getAllMarks().forEach(function (m) { if (m.className === "hot-line") { m.clear(); } });
   }
   function lightSource(line, scroll) {
+    lightLines(function (el) { return (" " + (el.dataset.srcs || "") + " ").indexOf(" " + line + " ") >= 0; },
+               line, scroll);
+  }
+  function lightLines(isPartner, line, scroll) {
+    // the artifact lines `isPartner` accepts, in every open pane, and the editor's `line`
     clearHot();
     var first = null;
     artifactLines().forEach(function (el) {
-      if ((" " + el.dataset.srcs + " ").indexOf(" " + line + " ") >= 0) {
-        el.classList.add("hot"); hotLines.push(el); first = first || el;
-      }
+      if (isPartner(el)) { el.classList.add("hot"); hotLines.push(el); first = first || el; }
     });
     if (line >= 1 && line <= editor.lineCount()) {
       editor.markText({line: line - 1, ch: 0}, {line: line - 1, ch: editor.getLine(line - 1).length}, {className: "hot-line"});
@@ -84,8 +90,12 @@
     if (scroll && first) { first.scrollIntoView({block: "center"}); }
   }
   document.addEventListener("mouseover", function (e) {
-    var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");
-    if (el) { lightSource(parseInt(el.dataset.src, 10), false); }
+    var el = e.target.closest && e.target.closest(LINKED_LINE);
+    if (!el) { return; }
+    var line = el.dataset.src ? parseInt(el.dataset.src, 10) : 0;
+    // a line of an IR stage lights the lines it became in the other IR stages (ir-links.js)
+    if (el.dataset.locs && window.irscopeIrLinks) { lightLines(window.irscopeIrLinks.partnerTest(el), line, false); }
+    else { lightSource(line, false); }
   });
   document.addEventListener("click", function (e) {
     var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");

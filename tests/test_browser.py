@@ -32,7 +32,7 @@ CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
 LANGUAGES = ("pytorch", "triton", "hlo", "stablehlo", "jax")
 JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
 # Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
-DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile"}  # drawn as SVG or tables, not as lines
+DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile", "guards"}  # drawn as SVG or tables, not as lines
 
 try:
     from playwright.sync_api import sync_playwright
@@ -131,7 +131,9 @@ def watched(browser, server):
 
     def with_csp(route):
         # The policy the page must work under, whatever headers the server sets itself.
-        if route.request.resource_type != "document":
+        # Only GET documents are re-fetched: Playwright's fetch drops the file parts of a multipart
+        # POST (the import form), and a POST's answer is a redirect to a GET that gets the policy.
+        if route.request.resource_type != "document" or route.request.method != "GET":
             route.continue_()
             return
         response = route.fetch()

@@ -50,6 +50,16 @@ def _written_formats() -> dict[str, set[str]]:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     assigned.setdefault(node.targets[0].id, set()).update(_values(node.value))
             for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "StageSpec" \
+                        and len(node.args) >= 4:
+                    arg = node.args[3]
+                    if isinstance(arg, ast.Attribute) and arg.attr == "format":
+                        continue  # a spec copied from another spec
+                    values = assigned.get(arg.id, set()) if isinstance(arg, ast.Name) else _values(arg)
+                    if not values:
+                        raise AssertionError(f"{path}:{node.lineno}: a stage format this test cannot read")
+                    found.setdefault(path, set()).update(values)
+                    continue
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                     continue
                 if node.func.attr == "add_graph":
@@ -57,6 +67,8 @@ def _written_formats() -> dict[str, set[str]]:
                     continue
                 if node.func.attr != "add":
                     continue
+                if len(node.args) >= 5 and isinstance(node.args[3], ast.Attribute) and node.args[3].attr == "format":
+                    continue  # writing a StageSpec (compiler/pytorch/trace_stages.py): its format is read below
                 arg = next((k.value for k in node.keywords if k.arg == "fmt"), None)
                 if arg is None and len(node.args) >= 5:
                     arg = node.args[3]

@@ -13,7 +13,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMPILER_PACKAGES = ("pytorch", "triton", "xla", "fake")
+COMPILER_PACKAGES = ("pytorch", "triton", "xla", "fake", "imports")
 
 # The service and the modules every compiler package may use, by rank: a module imports only
 # modules of a lower rank (so nothing runs upward and there is no cycle).

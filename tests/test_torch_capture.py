@@ -116,3 +116,29 @@ def test_node_mappings_link_kernels_through_post_grad_nodes(entries):
     # post-grad nodes amax, sub, exp ... exist only after decomposition; postToPre leads to `softmax`
     assert sm.kernel_lines_from_node_mappings(mappings, nodes) == {
         "cpp_fused__softmax_add_relu_threshold_backward_0": {9}}
+
+
+def test_guards_of_an_automatic_dynamic_recompile_by_kind():
+    """The guard tree Dynamo printed (dynamo_cpp_guards_str) for an nn.Module whose second call
+    changed x's batch size (automatic dynamic shapes), recorded as /tmp/ti/g/model2.py: forward at
+    line 11, `h = self.fc(x) * self.scale` line 12, `if x.shape[0] > 4:` line 13."""
+    from compiler.pytorch import guards
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "guards_automatic_dynamic.txt")
+    with open(path, encoding="utf-8") as f:
+        parsed = guards.parse_guards(f.read(), lambda p: "/tmp/ti/g/model2.py".endswith(p))
+    by_group: dict[str, list] = {}
+    for g in parsed:
+        by_group.setdefault(g.group, []).append(g)
+    # the shape environment's condition on the symbolic batch size, installed by the user's `if`
+    (shape,) = by_group["shape"]
+    assert shape.check.startswith("5 <= L['x'].size()[0]") and shape.line == 13
+    assert "x.size()[0]" in shape.meaning
+    # x's tensor match leaves the dynamic dimension open
+    x = next(g for g in by_group["tensor"] if g.kind == "TENSOR_MATCH" and g.input == "x")
+    assert x.properties["size"] == "[dynamic, 16]" and "dims marked dynamic" in x.meaning
+    # module parameters are read through the module's dicts, named as the user writes them
+    assert {g.input for g in by_group["tensor"] if g.kind == "TENSOR_MATCH"} >= {"self.fc.weight", "self.fc.bias"}
+    scale = next(g for g in by_group["constant"] if g.input == "self.scale")
+    assert scale.meaning == "self.scale == 2" and scale.line == 12 and "static" in scale.hint
+    assert any(g.kind == "TYPE_MATCH" and g.input == "self" for g in by_group["type"])
+    assert {g.kind for g in by_group["global"]} >= {"GLOBAL_STATE", "DEFAULT_DEVICE"}

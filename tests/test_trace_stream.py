@@ -82,7 +82,8 @@ def test_groups_appear_in_compiler_order_and_finish_adds_the_whole_trace_stages(
         order = [k for k in keys if k.endswith(":" + cid)]
         assert order == [f"dynamo.fx_graph:{cid}", f"dynamo.fx_graph_drawing:{cid}", f"aot.joint_graph:{cid}",
                          f"inductor.pre_grad_graph:{cid}", f"aot.forward_graph:{cid}", f"aot.backward_graph:{cid}",
-                         f"inductor.post_grad_graph:{cid}", f"inductor.output_code:{cid}", f"dynamo.guards:{cid}"]
+                         f"inductor.post_grad_graph:{cid}", f"inductor.output_code:{cid}", f"dynamo.guards:{cid}",
+                         f"dynamo.guards_explained:{cid}"]
 
 
 def test_progress_names_the_phase_pytorch_starts(entries):

@@ -270,6 +270,44 @@ def test_source_maps_reach_the_load_line(jobs, target):
         assert max(job.mapped_lines(f"triton.{stage}:matmul_kernel")) <= last_kernel_line
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_ir_stages_link_line_by_line_through_the_compilers_locations(jobs, target):
+    """Every IR stage carries its lines' locations; the final assembly's located lines link back to
+    TTGIR lines (measured: all of them for the three kernels on every target)."""
+    from compiler import formats
+    job = jobs[target]
+    final = "ptx" if target.startswith("cuda") else "amdgcn"
+    for kernel in ("softmax_kernel", "add_kernel", "matmul_kernel"):
+        stages = ["ttir", "ttgir", "llir", final] + (["sass"] if target.startswith("cuda") else [])
+        located = {s: formats.check_ir_locations(job.stages[f"triton.{s}:{kernel}"]["meta"]["ir_locations"])
+                   for s in stages}
+        ttgir_chains = located["ttgir"].chains
+        lines = located[final].by_line()
+        linked = sum(1 for chains in lines.values()
+                     if any(formats.chains_linked(c, t) for c in chains for t in ttgir_chains))
+        assert len(lines) > 20 and linked >= 0.95 * len(lines), (kernel, linked, len(lines))
+        # the worker's own count, shown on the page, is the same figure
+        to_ttgir = next(link for link in job.stages[f"triton.{final}:{kernel}"]["meta"]["ir_links"]
+                        if link["title"] == "TTGIR")
+        assert (to_ttgir["linked_lines"], to_ttgir["located_lines"]) == (linked, len(lines))
+    # the matmul's TTGIR has ops the layout passes made (the TTIR has none of them): they carry the
+    # location of the op they serve, so they link to that op's TTIR line (shared-memory buffers to
+    # the loads they stage for the dot)
+    ttgir = job.text("triton.ttgir:matmul_kernel").splitlines()
+    ttir = job.text("triton.ttir:matmul_kernel").splitlines()
+    ttgir_lines = formats.check_ir_locations(job.stages["triton.ttgir:matmul_kernel"]["meta"]["ir_locations"]).by_line()
+    ttir_lines = formats.check_ir_locations(job.stages["triton.ttir:matmul_kernel"]["meta"]["ir_locations"]).by_line()
+
+    def ttir_partners(n: int) -> list[str]:
+        return [ttir[m - 1] for m, theirs in ttir_lines.items()
+                if any(formats.chains_linked(a, b) for a in ttgir_lines.get(n, []) for b in theirs)]
+    allocs = [n for n, line in enumerate(ttgir, start=1) if "= ttg.local_alloc" in line]
+    converts = [n for n, line in enumerate(ttgir, start=1) if "ttg.convert_layout" in line]
+    assert allocs and not any("ttg." in line for line in ttir)
+    assert all(any("tt.load" in line for line in ttir_partners(n)) for n in allocs), [ttgir[n - 1] for n in allocs]
+    assert all(ttir_partners(n) for n in converts)
+
+
 def test_metadata_and_launches(jobs):
     job = jobs["cuda:sm_90"]
     meta = json.loads(job.text("triton.metadata:matmul_kernel"))

@@ -73,15 +73,27 @@ def test_memory_chart_marks_the_peak_and_lists_what_is_live():
     data = memory_data()
     html = viewers.render("memory", json.dumps(data), {})
     svg = re.search(r"<svg.*?</svg>", html, re.S).group(0)
-    assert svg.count("<rect") == len(data["blocks"])
-    assert f'({data["peak_bytes"]} bytes)' in html
-    assert f'temp_size_in_bytes = {data["xla_memory_stats"]["temp_size_in_bytes"]}' in html
-    for value in data["live_at_peak"]:
-        assert value["name"] in html
-    # The tallest block reaches the peak line.
-    peak_y = float(re.search(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg).group(1))
-    tops = [float(y) for y in re.findall(r'<rect x="[\d.]+" y="([\d.]+)"', svg)]
-    assert min(tops) == peak_y
+    assert svg.count('<rect class="block"') == len(data["blocks"])
+    assert f'<span class="peak-bytes">{data["peak_bytes"]}</span> bytes) live at step <b class="peak-step">8</b>' in html
+    assert "heap's 8448 bytes are equal to XLA's temp_size_in_bytes = 8448" in html
+    table = re.search(r'<table class="memory-peak">.*?</table>', html, re.S).group(0)
+    assert re.findall(r"<code>([^<]+)</code>", table) == ["add_tanh_fusion{}", "wrapped_reduce-window{}"]
+    # The peak marker sits on the live-bytes line, at the peak step, at the line's highest point.
+    marker = re.search(r'<circle class="peak" cx="([\d.]+)" cy="([\d.]+)"[^>]*data-step="(\d+)" data-bytes="(\d+)"', svg)
+    points = [tuple(map(float, p.split(","))) for p in
+              re.search(r'<polyline class="live" points="([^"]+)"', svg).group(1).split()]
+    assert (marker.group(1), marker.group(2)) == ("%.1f" % points[8][0], "%.1f" % points[8][1])
+    assert float(marker.group(2)) == min(y for _, y in points)  # SVG y grows downwards
+    assert (int(marker.group(3)), int(marker.group(4))) == (data["peak_at"], data["peak_bytes"])
+
+
+def test_memory_chart_says_what_the_packing_wastes():
+    allocations = xla_memory.parse_buffer_assignment(fixture("attention_buffer_assignment.txt"))
+    data = xla_memory.memory_timeline(allocations, xla_memory.parse_live_range(fixture("attention_live_range.txt")))
+    data["xla_memory_stats"] = json.loads(fixture("attention_xla_stats.json"))["memory"]
+    html = viewers.render("memory", json.dumps(data), {})
+    assert "XLA packed the heap into 40960 bytes: 8192 bytes (8.00 KiB) of it hold no live value" in html
+    assert "equal to XLA's temp_size_in_bytes = 40960" in html
 
 
 def test_timeline_one_box_per_scheduled_instruction():

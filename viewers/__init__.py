@@ -10,13 +10,14 @@ from typing import Any, Callable
 from compiler import formats
 from markupsafe import escape
 
-from viewers import code, graph, memory, mesh, profile, timeline
+from viewers import code, graph, guards, memory, mesh, profile, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
 
 
 def _code(lexer: str) -> Viewer:
-    return lambda text, meta: code.render(text, lexer, meta.get("source_map"))
+    return lambda text, meta: code.render(text, lexer, meta.get("source_map"), ir_locations=meta.get("ir_locations"),
+                                          ir_links=meta.get("ir_links"))
 
 
 # The formats that are not code, by name; every code format is drawn by its lexer.
@@ -26,6 +27,7 @@ _DRAWN: dict[str, Viewer] = {
     "memory": memory.render,
     "timeline": timeline.render,
     "profile": profile.render,
+    "guards": guards.render,
 }
 
 VIEWERS: dict[str, Viewer] = {

@@ -1,7 +1,9 @@
 """Source text -> highlighted HTML, one element per line, with line numbers and source-map colours.
 
 Each line is `<span class="ln" data-line="N" data-src="M">` where M is the user's source line the
-artifact line came from (absent when unknown); the page's script tints and links lines by it.
+artifact line came from (absent when unknown); the page's script tints and links lines by it. IR
+stages also carry `data-locs`: the compiler's own location chains of the line (stage meta
+`ir_locations`, compiler/formats.py), by which static/ir-links.js links lines of two IR stages.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from compiler import formats
 from viewers.lexers import HloLexer, MlirLexer
 
 _CUSTOM = {"mlir": MlirLexer, "hlo": HloLexer}
@@ -43,10 +46,39 @@ def highlighted_lines(text: str, lexer_name: str) -> list[str]:
     return [pygments_format(tokens, _FORMATTER).rstrip("\n") for tokens in lines]
 
 
+def _locations(value: object) -> tuple[dict[int, list[str]], str]:
+    """Line -> location chains, and the files they name (for the pane's title), from a stage's
+    `ir_locations` meta; nothing when it is absent or malformed (the job wrote it)."""
+    if not value:
+        return {}, ""
+    try:
+        record = formats.check_ir_locations(value)
+    except formats.FormatError:
+        return {}, ""
+    return record.by_line(), " ".join(f"{k}={p}" for k, p in sorted(record.files.items()))
+
+
+def _links_summary(located: int, links: object) -> str:
+    """One sentence: how many lines carry a compiler location and how many of them link to each
+    earlier stage (stage meta `ir_links`, counted in the worker)."""
+    parts = []
+    for link in links if isinstance(links, list) else []:
+        if isinstance(link, dict) and all(isinstance(link.get(k), int) for k in ("linked_lines", "located_lines")):
+            share = 100.0 * link["linked_lines"] / link["located_lines"] if link["located_lines"] else 0.0
+            parts.append(f'<span class="ir-link" data-stage="{escape(str(link.get("stage", "")))}">'
+                         f'{escape(str(link.get("title", "")))}: {link["linked_lines"]} ({share:.0f}%)</span>')
+    reach = f"; of them, lines linked to a line of {', '.join(parts)}" if parts else ""
+    return (f'<p class="ir-links-summary">{located} lines carry the compiler\'s location{reach}. Hover a line to '
+            'light the lines it came from or became in the stages open beside.</p>')
+
+
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
-           max_lines: int = 20000) -> str:
+           max_lines: int = 20000, ir_locations: object = None, ir_links: object = None) -> str:
     """Highlighted, numbered lines. `source_map` pairs (artifact line, source line), 1-based; an
-    artifact line may map to several source lines, the first one colours it."""
+    artifact line may map to several source lines, the first one colours it. `ir_locations` (stage
+    meta) gives each line its location chains (`data-locs`); `ir_links` how many of them reach
+    each earlier stage."""
+    locations, files = _locations(ir_locations)
     by_line: dict[int, list[int]] = {}
     for artifact_line, source_line in source_map or []:
         by_line.setdefault(int(artifact_line), []).append(int(source_line))
@@ -57,8 +89,13 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
     for number, html in enumerate(highlighted_lines(shown, lexer_name), start=1):
         sources = by_line.get(number)
         attrs = f' data-src="{sources[0]}" data-srcs="{" ".join(map(str, sources))}"' if sources else ""
+        if number in locations:
+            attrs += f' data-locs="{escape(" ".join(locations[number]))}"'
         rows.append(f'<span class="ln" data-line="{number}"{attrs}><span class="no">{number}</span>'
                     f'<span class="tx">{html}</span></span>')
     note = (f'<p class="truncated">showing the first {max_lines} of {len(all_lines)} lines; '
             f'the raw text has all of them</p>') if truncated else ""
-    return f'<pre class="code highlight" data-lexer="{escape(lexer_name)}">{"".join(rows)}</pre>{note}'
+    located = f' data-ir-files="{escape(files)}"' if locations else ""
+    summary = _links_summary(len(locations), ir_links) if locations else ""
+    return (f'{summary}<pre class="code highlight" data-lexer="{escape(lexer_name)}"{located}>{"".join(rows)}</pre>'
+            f'{note}')

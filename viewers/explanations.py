@@ -15,6 +15,11 @@ EXPLANATIONS: dict[str, str] = {
                        "code checks the guards, calls the compiled graph and falls back to Python for the rest.",
     "dynamo.guards": "The conditions under which the compiled code stays valid (shapes, dtypes, globals, module "
                      "attributes). If one fails on a later call, Dynamo recompiles.",
+    "dynamo.guards_explained": "The same guards in words, grouped by what they check: the tensors' dtype, device, "
+                               "shape, stride and requires_grad; types and object identities; constant values "
+                               "Dynamo specialised on; global state; conditions on symbolic sizes. For a "
+                               "recompile, the guard of each earlier compile that failed and the input change "
+                               "that failed it.",
     "dynamo.graph_breaks": "Where Dynamo had to stop tracing (a print, data-dependent control flow, an "
                            "unsupported call) and why. Each break splits your function into several graphs.",
     "dynamo.recompiles": "Calls where a guard failed and the frame was compiled again, with the guard that failed.",
@@ -38,7 +43,9 @@ EXPLANATIONS: dict[str, str] = {
     "triton.ttgir": "TritonGPU IR: the same program with layouts that assign tensor elements to threads, "
                     "warps and shared memory, chosen for the target.",
     "triton.llir": "LLVM IR lowered from TTGIR, with NVVM/AMDGPU intrinsics.",
-    "triton.ptx": "PTX, NVIDIA's virtual ISA, as LLVM's NVPTX backend wrote it.",
+    "triton.ptx": "PTX, NVIDIA's virtual ISA, as LLVM's NVPTX backend wrote it. Open TTGIR beside it and hover a "
+                  "line: the lines it became light up, by the compiler's own locations (`.loc`), also inside "
+                  "inlined helpers such as tl.max.",
     "triton.amdgcn": "AMDGCN assembly for the AMD target.",
     "triton.sass": "SASS, the real machine code ptxas assembled from the PTX, disassembled with the NVIDIA "
                    "tools that ship inside the Triton wheel.",

@@ -3,8 +3,9 @@ pipeline) -> SVG.
 
 Each buffer XLA placed in its temp allocation is a rectangle: x from the program point where it
 becomes live to where it dies, y from its offset to offset+size - the heap as XLA's buffer
-assignment packed it. A line shows the bytes live at each point; the peak is marked and what is
-live at it is listed.
+assignment packed it. A line shows the bytes live at each step; the peak is the highest point of
+that line (not the top of the packed heap, which is drawn apart), and what is live there is listed
+by size.
 """
 from __future__ import annotations
 
@@ -34,15 +35,16 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     steps = max(data.steps, 1)
     peak = data.peak_bytes
     live = data.live_bytes
-    top = max([peak] + live + [1])
-    left, bottom, pad = 70, 30, 10
+    heap = data.heap_bytes or max(data.high_water, default=0)
+    top = max([peak, heap] + live + [1])
+    left, bottom, pad = 70, 30, 16
     pw, ph = width - left - pad, height - bottom - pad
     sx = pw / (steps + 1)
 
     def y(v: float) -> float:
         return pad + ph - ph * v / top
 
-    parts = [f'<svg class="memory-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    parts = [f'<svg class="memory-chart" xmlns="http://www.w3.org/2000/svg" width="100%" '
              f'viewBox="0 0 {width} {height}" role="img"><title>temp buffers over program order</title>',
              f'<line x1="{left}" y1="{pad + ph}" x2="{left + pw}" y2="{pad + ph}" stroke="#333"/>',
              f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{pad + ph}" stroke="#333"/>']
@@ -55,30 +57,54 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
         x1 = left + (b.end + 1) * sx
         y1, y0 = y(b.offset), y(b.offset + b.size)
         tip = f'{b.name} {b.shape}: {_fmt(b.size)} at offset {b.offset}, live {b.start}-{b.end}'
-        parts.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{max(x1 - x0, 1):.1f}" height="{max(y1 - y0, 0.5):.1f}" '
-                     f'fill="{_COLOURS[k % len(_COLOURS)]}" fill-opacity="0.75" stroke="#222" stroke-width="0.3">'
-                     f'<title>{escape(tip)}</title></rect>')
+        parts.append(f'<rect class="block" x="{x0:.1f}" y="{y0:.1f}" width="{max(x1 - x0, 1):.1f}" '
+                     f'height="{max(y1 - y0, 0.5):.1f}" fill="{_COLOURS[k % len(_COLOURS)]}" fill-opacity="0.75" '
+                     f'stroke="#222" stroke-width="0.3"><title>{escape(tip)}</title></rect>')
+    if heap:
+        parts.append(f'<line class="heap" x1="{left}" y1="{y(heap):.1f}" x2="{left + pw}" y2="{y(heap):.1f}" '
+                     f'stroke="#777" stroke-dasharray="6 3"><title>the heap as XLA packed it: '
+                     f'{escape(_fmt(heap))}</title></line>'
+                     f'<text x="{left + 4}" y="{max(y(heap) - 3, 10):.1f}" font-size="10" fill="#555">heap '
+                     f'{escape(_fmt(heap))}</text>')
     if live:
         pts = " ".join(f"{left + (t + 0.5) * sx:.1f},{y(v):.1f}" for t, v in enumerate(live))
-        parts.append(f'<polyline points="{pts}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="4 2">'
-                     f'<title>bytes live</title></polyline>')
+        parts.append(f'<polyline class="live" points="{pts}" fill="none" stroke="#000" stroke-width="1.5">'
+                     f'<title>bytes live at each step</title></polyline>')
     at = data.peak_at
     px = left + (at + 0.5) * sx
-    parts.append(f'<line x1="{left}" y1="{y(peak):.1f}" x2="{left + pw}" y2="{y(peak):.1f}" stroke="#d00" '
-                 f'stroke-dasharray="2 2"/><circle cx="{px:.1f}" cy="{y(peak):.1f}" r="4" fill="#d00">'
-                 f'<title>peak {escape(_fmt(peak))} at {at}</title></circle>'
-                 f'<text x="{left + pw}" y="{max(y(peak) - 4, 10):.1f}" text-anchor="end" font-size="11" fill="#d00">'
-                 f'peak {escape(_fmt(peak))} at step {at} ({escape(data.peak_instruction)})</text>')
+    parts.append(f'<line class="peak-step" x1="{px:.1f}" y1="{pad}" x2="{px:.1f}" y2="{pad + ph}" stroke="#d00" '
+                 f'stroke-dasharray="2 2"/><circle class="peak" cx="{px:.1f}" cy="{y(peak):.1f}" r="4" fill="#d00" '
+                 f'data-step="{at}" data-bytes="{peak}"><title>peak {escape(_fmt(peak))} live at step {at}</title>'
+                 f'</circle><text x="{left + pw}" y="{pad - 4}" text-anchor="end" font-size="11" fill="#d00">'
+                 f'peak {escape(_fmt(peak))} live at step {at} ({escape(data.peak_instruction)})</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle" font-size="11">program order '
                  f'(0-{steps})</text></svg>')
     stats = data.xla_memory_stats
-    rows = "".join(f"<tr><td><code>{escape(v.name)}</code></td><td>{escape(_fmt(v.size))}</td>"
-                   f"<td>{v.offset}</td></tr>" for v in data.live_at_peak)
-    summary = (f'<p class="memory-summary">peak of the temp buffer: <b>{escape(_fmt(peak))}</b> ({peak} bytes); '
-               f'XLA reports temp_size_in_bytes = {escape(str(stats.get("temp_size_in_bytes", "?")))}, '
+    temp = stats.get("temp_size_in_bytes")
+    rows = "".join(
+        f'<tr><td><code>{escape(v.name)}</code></td><td>{escape(v.shape)}</td><td data-bytes="{v.size}">'
+        f'{escape(_fmt(v.size))}</td><td>{v.offset}</td><td>{escape("-".join(map(str, v.live)))}</td>'
+        f'<td>{("updated in place of <code>" + escape(v.in_place_of) + "</code>") if v.in_place_of else ""}</td></tr>'
+        for v in data.live_at_peak)
+    unused = heap - peak
+    packing = (f"XLA packed the heap into {heap} bytes: {unused} bytes ({escape(_fmt(unused))}) of it hold no live "
+               "value at the peak (fragmentation)" if unused > 0 else
+               "the heap XLA packed is exactly the peak: nothing is wasted")
+    agree = ("equal to" if heap == temp else "different from") if isinstance(temp, int) else "compared with"
+    summary = (f'<p class="memory-summary">peak: <b>{escape(_fmt(peak))}</b> (<span class="peak-bytes">{peak}</span> '
+               f'bytes) live at step <b class="peak-step">{at}</b> (<code>{escape(data.peak_instruction)}</code>), '
+               f'the most bytes of the temp allocation holding live values at once; {packing}. The heap\'s '
+               f'{heap} bytes are {agree} XLA\'s temp_size_in_bytes = {escape(str(temp if temp is not None else "?"))}; '
                f'arguments {escape(str(stats.get("argument_size_in_bytes", "?")))}, outputs '
                f'{escape(str(stats.get("output_size_in_bytes", "?")))} bytes.</p>')
-    table = (f'<table class="memory-peak"><thead><tr><th>live at the peak</th><th>size</th><th>offset</th></tr>'
-             f'</thead><tbody>{rows}</tbody></table>')
+    if data.xla_peak_step is not None and data.xla_peak_step != at:
+        summary += (f'<p class="note">XLA\'s own live-range report puts its peak at step {data.xla_peak_step}: it '
+                    'counts every buffer (parameters and outputs too), this chart the temp allocation only.</p>')
+    if data.unranged_values:
+        summary += (f'<p class="note">XLA listed no live range for {len(data.unranged_values)} temp value(s) '
+                    f'({escape(", ".join(data.unranged_values[:8]))}); they are drawn over the whole program.</p>')
+    table = (f'<table class="memory-peak"><caption>live at step {at}, by size</caption><thead><tr><th>value</th>'
+             f'<th>shape</th><th>size</th><th>offset</th><th>live</th><th></th></tr></thead><tbody>{rows}</tbody>'
+             f'</table>')
     note = f'<p class="truncated">drawing the first {MAX_BLOCKS} of {len(blocks)} buffers</p>' if len(blocks) > MAX_BLOCKS else ""
     return f'<div class="memory-view">{summary}{"".join(parts)}{note}{table}</div>'

@@ -10,6 +10,10 @@ Within a compile id a stage waits only where its text or source map needs a late
   AOTAutograd stage, so the page's groups keep their order: Dynamo, AOTAutograd, Inductor;
 - the output code (written before its kernels are compiled) waits for the provenance entries
   Inductor writes once they are, which tie its kernels to the user's lines.
+
+The live `pytorch` pipeline feeds entries as they arrive; the `import` pipeline (a TORCH_TRACE
+made elsewhere) feeds a whole trace through `write_trace`, so both show the same stages for the
+same trace. `user_paths` are the paths the user's file may have in the trace.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from typing import Any
 
 from compiler import graph_drawing
 from compiler.pipeline import Bundle
-from compiler.pytorch import fx_graph_dot
+from compiler.pytorch import fx_graph_dot, guards as dynamo_guards
 from compiler.pytorch import source_map as torch_source_map
 from compiler.pytorch import trace as torch_trace
 
@@ -71,10 +75,27 @@ class _CompileId:
 class TraceStages:
     """Writes a job's stages from its structured trace, entry by entry (see the module doc)."""
 
-    def __init__(self, bundle: Bundle, user_paths: tuple[str, ...]):
+    def __init__(self, bundle: Bundle, user_paths: tuple[str, ...], output_code_note: str = PROVENANCE_NOTE,
+                 link_lines: bool = True):
+        """`output_code_note`: the note on each output code stage; `link_lines`: False for a trace
+        whose user file is not the one in the editor (an import), so no stage tints its lines."""
         self.bundle, self.user_paths = bundle, user_paths
+        self.output_code_note, self.link_lines = output_code_note, link_lines
         self.entries: list[torch_trace.TraceEntry] = []
         self._ids: dict[str, _CompileId] = {}
+        self._keys: set[str] = set()
+
+    def _add(self, key: str, title: str, group: str, fmt: str, value: Any, source_map: list[list[int]],
+             meta: dict[str, Any] | None = None) -> None:
+        """Write one stage. A key met again (Dynamo's ids start over after torch._dynamo.reset())
+        gets `.2`, `.3`, ... appended."""
+        unique, n = key, 1
+        while unique in self._keys or self.bundle.has(unique):
+            n += 1
+            unique = f"{key}.{n}"
+        self._keys.add(unique)
+        self.bundle.add(unique, title, group, fmt, value, source_map=source_map if self.link_lines else [],
+                        meta=meta or {})
 
     def add(self, entry: torch_trace.TraceEntry) -> None:
         self.entries.append(entry)
@@ -106,9 +127,14 @@ class TraceStages:
             self._release_code(cid, state)
         elif kind == _PROVENANCE_NODES:
             self._provenance_nodes(state, entry)
-        else:  # dynamo_cpp_guards_str
-            self.bundle.add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
-                            source_map=torch_source_map.trailing_location_map(entry.payload, self.user_paths))
+        else:  # dynamo_cpp_guards_str: the frame's recompile reasons came before it
+            self._add(f"dynamo.guards:{cid}", f"Guards [{cid}]", "Dynamo", "text", entry.payload,
+                      torch_source_map.trailing_location_map(entry.payload, self.user_paths))
+            explained = guards_explained(self.entries, cid, self.user_paths)
+            if explained is not None:
+                recompile = " (recompile)" if explained["recompile"] else ""
+                self._add(f"dynamo.guards_explained:{cid}", f"Guards explained [{cid}]{recompile}", "Dynamo", "guards",
+                          explained, [], {"recompile": bool(explained["recompile"]), "guards": len(explained["guards"])})
 
     def finish(self, log_texts: dict[tuple[str, str], str]) -> None:
         """Write what is still held, then the stages only the whole trace can say: recompiles,
@@ -121,8 +147,8 @@ class TraceStages:
         if recompiles:
             text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{e.payload.strip()}"
                                 for n, e in enumerate(recompiles, start=1))
-            bundle.add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
-                       source_map=torch_source_map.mention_map(text, user_paths))
+            self._add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
+                      torch_source_map.mention_map(text, user_paths))
         breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
         if breaks:
             parts, pairs, offset = [], [], 0
@@ -133,8 +159,8 @@ class TraceStages:
                     pairs += [[offset + i, line] for i in range(1, 3)]
                 parts.append(block)
                 offset += block.count("\n") + 1
-            bundle.add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
-                       source_map=pairs, meta={"count": len(breaks)})
+            self._add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
+                      pairs, {"count": len(breaks)})
         _write_log_stages(bundle, log_texts, torch_trace.compile_ids(entries), user_paths)
 
     # --- one stage at a time ----------------------------------------------------------------
@@ -154,7 +180,7 @@ class TraceStages:
             saved = torch_source_map.saved_for_backward(entry.payload)
             meta = {"saved_for_backward": [n for n, _ in saved],
                     "note": f"Saved for backward ({len(saved)}): " + ", ".join(f"{n}: {t}" for n, t in saved)}
-        self.bundle.add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, source_map=pairs, meta=meta)
+        self._add(stage_key, f"{title} [{cid}]", group, "python", entry.payload, pairs, meta)
         if kind == "dynamo_output_graph":
             graph_drawing.add_graph(self.bundle, f"dynamo.fx_graph_drawing:{cid}" + (f".{i}" if i else ""),
                                     f"FX graph drawing [{cid}]", group, fx_graph_dot.to_dot(entry.payload))
@@ -188,10 +214,70 @@ class TraceStages:
             first = entry.payload.split("\n", 1)[0]
             suffix = ".backward" if "backward" in first else ("" if i == 0 else f".{i}")
             pairs = torch_source_map.output_code_map(entry.payload, state.node_lines, state.kernels)
-            self.bundle.add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor",
-                            "python", entry.payload, source_map=pairs,
-                            meta={"file": (entry.data or {}).get("filename", ""), "note": PROVENANCE_NOTE})
-            _write_kernel_stages(self.bundle, entry.payload, pairs, "")
+            meta = {"file": (entry.data or {}).get("filename", "")}
+            if self.output_code_note:
+                meta["note"] = self.output_code_note
+            self._add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor",
+                      "python", entry.payload, pairs, meta)
+            _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [], "")
+
+
+def is_user_path(path: str, user_paths: tuple[str, ...]) -> bool:
+    """Whether a path as the trace prints it is the user's file. Dynamo's guard comments cut a
+    path's head ("mp/job/model.py"), so a path that ends one of `user_paths` counts too."""
+    return torch_source_map._is_user_path(path, user_paths) or any(
+        not path.startswith("/") and p.endswith(path) for p in user_paths if "/" in path)
+
+
+def guards_explained(entries: list[torch_trace.TraceEntry], cid: str,
+                     user_paths: tuple[str, ...]) -> dict[str, Any] | None:
+    """The `guards` stage of one compile id (compiler/formats.py GuardsExplained): its guards by
+    kind from `dynamo_cpp_guards_str`, and, for a recompile, the guard of each earlier compile that
+    failed (`recompile_reasons`) with the input change that failed it. None without guards."""
+    def user(path: str) -> bool:
+        return is_user_path(path, user_paths)
+
+    printed = [e for e in entries if _cid(e) == cid and e.kind == "dynamo_cpp_guards_str"]
+    if not printed:
+        return None
+    guards = dynamo_guards.parse_guards(printed[-1].payload, user)
+    by_cid: dict[str, list[dynamo_guards.Guard]] = {}
+    for e in torch_trace.of_kind(entries, "dynamo_cpp_guards_str"):
+        if e.compile_id:
+            by_cid[e.compile_id] = dynamo_guards.parse_guards(e.payload, user)
+    failures = []
+    for e in torch_trace.of_kind(entries, "recompile_reasons"):
+        if _cid(e) != cid:
+            continue
+        for earlier, reason in dynamo_guards.parse_recompile_reasons(e.payload):
+            failures.append(dynamo_guards.explain_failure(earlier, reason, by_cid.get(earlier, []), guards).to_json())
+    frame = ""
+    for e in entries:
+        if _cid(e) == cid and e.kind == "dynamo_start" and isinstance(e.data, dict) and e.data.get("stack"):
+            strings = torch_trace.string_table(entries)
+            top = e.data["stack"][-1]
+            filename = strings.get(top.get("filename"), str(top.get("filename", "")))
+            frame = f"{top.get('name', '?')} at {filename.rsplit('/', 1)[-1]}:{top.get('line', '?')}"
+            break
+    order = ["tensor", "type", "constant", "global", "shape", "other"]
+    present = [g for g in order if any(x.group == g for x in guards)]
+    return {"compile_id": cid, "frame": frame,
+            "groups": {g: dynamo_guards.GROUPS[g] for g in present},
+            "guards": [{k: v for k, v in g.to_json().items() if v not in (None, "", {})} for g in guards],
+            "recompile": [{k: v for k, v in f.items() if v not in (None, "")} for f in failures],
+            "latency_us": dynamo_guards.guard_latency_us(printed[-1].payload),
+            "source": "TORCH_TRACE: dynamo_cpp_guards_str (the guard tree Dynamo built) and recompile_reasons "
+                      "(the guards that failed)"}
+
+
+def write_trace(bundle: Bundle, entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...],
+                output_code_note: str = "", link_lines: bool = True) -> None:
+    """Every stage of a whole trace at once (a TORCH_TRACE made elsewhere): as the live pipeline
+    writes them entry by entry, without the artifact logs only a live compile has."""
+    stages = TraceStages(bundle, user_paths, output_code_note=output_code_note, link_lines=link_lines)
+    for entry in entries:
+        stages.add(entry)
+    stages.finish({})
 
 
 def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_ids: list[str],

@@ -8,7 +8,9 @@ import os
 import re
 from typing import Any, Callable
 
-from compiler import mlir_text
+import msgspec
+
+from compiler import formats, mlir_text
 from compiler.pipeline import Bundle
 from compiler.triton import gpu_lines, mlir_passes
 from compiler.triton.capture import MLIR_STAGES, CompiledRecord
@@ -62,6 +64,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
 
     base_meta = {"kernel": record.name, "hash": record.hash, "target": _target_name(record.metadata.get("target")),
                  **(extra_meta or {})}
+    located = _IrLinks(qualifier)
 
     if python_source is not None:
         text, first = python_source
@@ -73,36 +76,47 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
         text = record.asm(ext)
         if isinstance(text, str):
             bundle.add(f"triton.{ext}:{qualifier}", f"{title} {qualifier}", group, "mlir", text,
-                       source_map=user_map(mlir_text.source_map(text, source_map_file)), meta=base_meta)
+                       source_map=user_map(mlir_text.source_map(text, source_map_file)),
+                       meta={**base_meta, **located.meta(ext, mlir_text.line_location_chains(text),
+                                                         "MLIR loc() attributes (#loc aliases, call sites, "
+                                                         "fused and name locations)")})
     llir = record.asm("llir")
     llir_lines: set[int] = set()
     if isinstance(llir, str):
         llir_map = gpu_lines.llvm_source_map(llir, source_map_file)
         llir_lines = gpu_lines.source_lines(llir_map)
         bundle.add(f"triton.llir:{qualifier}", f"LLVM IR {qualifier}", group, "llvm", llir,
-                   source_map=user_map(llir_map), meta=base_meta)
+                   source_map=user_map(llir_map),
+                   meta={**base_meta, **located.meta("llir", gpu_lines.llvm_location_chains(llir),
+                                                     "!dbg DILocations and their inlinedAt call sites")})
     ptx = record.asm("ptx")
     if isinstance(ptx, str):
         bundle.add(f"triton.ptx:{qualifier}", f"PTX {qualifier}", group, "ptx", ptx,
                    source_map=user_map(gpu_lines.ptx_source_map(ptx, source_map_file)),
-                   meta={**base_meta, "ptx_target": _first(r"^\.target\s+(\S+)", ptx),
+                   meta={**base_meta, **located.meta("ptx", gpu_lines.ptx_location_chains(ptx),
+                                                     ".loc directives and their inlined_at call sites"),
+                         "ptx_target": _first(r"^\.target\s+(\S+)", ptx),
                          "ptx_version": _first(r"^\.version\s+(\S+)", ptx),
                          "note": "inside inline asm the .loc before the block is used: LLVM numbers "
                                  "inline-asm lines as if they were source lines"})
     amdgcn = record.asm("amdgcn")
     if isinstance(amdgcn, str):
         bundle.add(f"triton.amdgcn:{qualifier}", f"AMDGCN {qualifier}", group, "amdgcn", amdgcn,
-                   source_map=user_map(gpu_lines.ptx_source_map(amdgcn, source_map_file)), meta=base_meta)
+                   source_map=user_map(gpu_lines.ptx_source_map(amdgcn, source_map_file)),
+                   meta={**base_meta, **located.meta("amdgcn", gpu_lines.ptx_location_chains(amdgcn),
+                                                     ".loc directives")})
 
     cubin = record.asm("cubin")
     usage: dict[str, int] = {}
     if isinstance(cubin, bytes):
         sass = disassemble_sass(cubin, workdir)
+        asm_lines = gpu_lines.ptx_inline_asm_lines(ptx, source_map_file) if isinstance(ptx, str) else None
         bundle.add(f"triton.sass:{qualifier}", f"SASS {qualifier}", group, "sass", sass,
-                   source_map=user_map(gpu_lines.sass_source_map(
-                       sass, source_map_file, llir_lines or None,
-                       gpu_lines.ptx_inline_asm_lines(ptx, source_map_file) if isinstance(ptx, str) else None)),
-                   meta={**base_meta, "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)",
+                   source_map=user_map(gpu_lines.sass_source_map(sass, source_map_file, llir_lines or None, asm_lines)),
+                   meta={**base_meta, **located.meta("sass", gpu_lines.sass_location_chains(
+                             sass, source_map_file, llir_lines or None, asm_lines),
+                             "nvdisasm --print-line-info (file and line, no column)"),
+                         "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)",
                          "note": "LLVM numbers inline-asm lines as source lines and ptxas keeps them, so "
                                  "nvdisasm may name a line below the real one (past the kernel's end even); "
                                  "such lines are mapped back through the PTX's inline-asm blocks where that is "
@@ -153,6 +167,31 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     metadata.update({k: v for k, v in (extra_meta or {}).items() if k not in metadata})
     bundle.add(f"triton.metadata:{qualifier}", f"Metadata {qualifier}", group, "json",
                metadata, meta=base_meta)
+
+
+class _IrLinks:
+    """The IR location maps of one kernel's stages as they are written, and how many located lines
+    of each stage link to a line of each earlier stage (`meta["ir_links"]`, shown on the page)."""
+
+    _TITLES = {"ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX", "amdgcn": "AMDGCN", "sass": "SASS"}
+
+    def __init__(self, qualifier: str):
+        self.qualifier = qualifier
+        self.earlier: list[tuple[str, set[str]]] = []  # (ext, chains of that stage)
+
+    def meta(self, ext: str, chains_by_line: dict[int, list[mlir_text.Chain]], source: str) -> dict[str, Any]:
+        record = formats.ir_locations(chains_by_line, source)
+        if not record.chains:
+            return {}
+        by_line = record.by_line()
+        links = []
+        for earlier_ext, earlier in self.earlier:
+            reach = {c: any(formats.chains_linked(c, e) for e in earlier) for c in record.chains}
+            linked = sum(1 for chains in by_line.values() if any(reach[c] for c in chains))
+            links.append({"stage": f"triton.{earlier_ext}:{self.qualifier}", "title": self._TITLES[earlier_ext],
+                          "linked_lines": linked, "located_lines": len(by_line)})
+        self.earlier.append((ext, set(record.chains)))
+        return {"ir_locations": msgspec.to_builtins(record), "ir_links": links}
 
 
 def _target_name(target: Any) -> str:

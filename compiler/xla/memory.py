@@ -109,19 +109,46 @@ def parse_live_range(text: str) -> LiveRanges:
     return LiveRanges(sequence, ranges, peak_time, peak_values, max_time)
 
 
+def _live_union_bytes(blocks: list[dict[str, Any]]) -> int:
+    """Bytes of the temp allocation that hold at least one of `blocks`: a value an instruction
+    updates in place sits in its operand's bytes, and those bytes are counted once."""
+    total, end = 0, -1
+    for offset, stop in sorted((b["offset"], b["offset"] + b["size"]) for b in blocks):
+        if offset >= end:
+            total += stop - offset
+        elif stop > end:
+            total += stop - end
+        end = max(end, stop)
+    return total
+
+
 def memory_timeline(allocations: list[Allocation], live: LiveRanges) -> dict[str, Any]:
-    """Memory over program order for XLA's temp buffer: every value placed in a
-    preallocated-temp allocation becomes a block [start, end] x [offset, offset+size]; per
-    program point, `live_bytes` sums the live blocks and `high_water` is the highest occupied
-    byte. The peak of `high_water` is the temp size the heap simulator needed."""
+    """Memory over program order for XLA's temp buffer.
+
+    Every value XLA placed in a preallocated-temp allocation is a block [start, end] (its live
+    range from HloLiveRange, both ends included) x [offset, offset+size). At each program step:
+
+    - `live_bytes`: the bytes holding a value live at that step (in-place updates share their
+      operand's bytes and count once);
+    - `high_water`: the highest occupied byte, as XLA's heap packed the values.
+
+    The peak is the maximum of `live_bytes`, at the first step reaching it (XLA's own peak step
+    when that one reaches it too), with the values live there listed by size. The maximum of
+    `high_water` is the heap's size, XLA's temp_size_in_bytes; the difference to the peak is what
+    the packing left unused (fragmentation)."""
     blocks = []
     temp_size = 0
     base = 0
+    unranged = []
     for alloc in allocations:
         if alloc.kind != "temp":
             continue
         for v in alloc.values:
-            start, end = live.ranges.get(v.key, (0, live.max_time))
+            if v.key in live.ranges:
+                start, end = live.ranges[v.key]
+            else:  # XLA listed no live range: assume the whole program, and say so
+                start, end = 0, live.max_time
+                unranged.append(v.key)
             blocks.append({"name": v.key, "offset": base + v.offset, "size": v.size, "start": start, "end": end,
                            "shape": v.shape, "allocation": alloc.index})
         base += alloc.size
@@ -130,15 +157,25 @@ def memory_timeline(allocations: list[Allocation], live: LiveRanges) -> dict[str
     live_bytes, high_water = [], []
     for t in range(steps + 1):
         here = [b for b in blocks if b["start"] <= t <= b["end"]]
-        live_bytes.append(sum(b["size"] for b in here))
+        live_bytes.append(_live_union_bytes(here))
         high_water.append(max((b["offset"] + b["size"] for b in here), default=0))
-    peak = max(high_water, default=0)
-    peak_at = high_water.index(peak) if high_water else 0
-    at_peak = sorted((b for b in blocks if b["start"] <= peak_at <= b["end"]), key=lambda b: -b["size"])
+    peak = max(live_bytes, default=0)
+    peak_at = live_bytes.index(peak) if live_bytes else 0
+    if live.peak_time is not None and 0 <= live.peak_time < len(live_bytes) and live_bytes[live.peak_time] == peak:
+        peak_at = live.peak_time
+    here = [b for b in blocks if b["start"] <= peak_at <= b["end"]]
+    at_peak = []
+    for b in sorted(here, key=lambda b: (-b["size"], b["name"])):
+        # another value live at this step in the same bytes: this one was written in place of it
+        shared = [o["name"] for o in here if o is not b and o["offset"] < b["offset"] + b["size"]
+                  and b["offset"] < o["offset"] + o["size"] and o["start"] < b["start"]]
+        at_peak.append({"name": b["name"], "size": b["size"], "offset": b["offset"], "shape": b["shape"],
+                        "live": [b["start"], b["end"]], "in_place_of": shared[0] if shared else ""})
     others = [{"allocation": a.index, "kind": a.kind, "size": a.size,
                "values": [v.key for v in a.values][:8]} for a in allocations if a.kind != "temp"]
     return {"steps": steps, "sequence": live.sequence, "blocks": blocks, "live_bytes": live_bytes,
             "high_water": high_water, "peak_bytes": peak, "peak_at": peak_at,
             "peak_instruction": live.sequence[peak_at] if peak_at < len(live.sequence) else "",
-            "live_at_peak": [{"name": b["name"], "size": b["size"], "offset": b["offset"]} for b in at_peak],
-            "temp_allocation_bytes": temp_size, "other_allocations": others}
+            "live_at_peak": at_peak, "heap_bytes": max(high_water, default=0),
+            "temp_allocation_bytes": temp_size, "other_allocations": others,
+            "xla_peak_step": live.peak_time, "unranged_values": unranged}

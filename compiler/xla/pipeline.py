@@ -24,16 +24,13 @@ from typing import Any
 from compiler import graph_drawing
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
-from compiler.xla import dump_index, hlo_text, memory, sharding, source_map, traces
+from compiler.xla import dump_index, dump_stages, hlo_text, sharding, source_map, traces
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
 from compiler.xla.options import validate_xla_options
 
 # The child's wall limit; the sandbox's own limits (settings table) are normally hit first.
 CHILD_TIMEOUT_S = 900
 # Big modules have hundreds of pass snapshots; each is a stage, so cap how many are kept.
-MAX_PASS_SNAPSHOTS = 400
-MAX_KERNEL_STAGES = 64
-MAX_ASM_BYTES = 2_000_000
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HLO_EXAMPLE = '''HloModule sharded_mlp
@@ -287,65 +284,7 @@ class XlaPipeline(Pipeline):
 
     def _pass_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                      hlo_map: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        snapshots = index.snapshots[:MAX_PASS_SNAPSHOTS]
-        matched = traces.match_runs_to_snapshots(runs, snapshots)
-        run_of_seq = {seq: runs[j] for j, seq in matched.items()}
-        # First read: the index (written before the snapshots so the page lists it first).
-        records = []
-        prev_text = before_text
-        prev_time = (os.stat(os.path.join(dump_dir, index.before_optimizations)).st_mtime_ns
-                     if index.before_optimizations else None)
-        for snap in snapshots:
-            path = os.path.join(dump_dir, snap.file)
-            text = _read(path)
-            mtime = os.stat(path).st_mtime_ns
-            records.append({"seq": snap.seq, "pipeline": snap.pipeline, "pass": snap.after, "next": snap.before,
-                            "changed": text != prev_text, "instructions": hlo_text.instruction_count(text),
-                            "key": f"xla.pass:{snap.seq:04d}.{snap.pipeline}.{snap.after}", "file": snap.file,
-                            "ms_since_previous": None if prev_time is None else round((mtime - prev_time) / 1e6, 3),
-                            "pass_ms": round(run_of_seq[snap.seq]["ms"], 3) if snap.seq in run_of_seq else None})
-            prev_text, prev_time = text, mtime
-        header = f"{'#':>4}  {'pipeline':<40} {'pass':<44} {'changed':<8} {'instrs':>6} {'ms':>8}"
-        rows = [header, "-" * len(header)]
-        for r in records:
-            ms = "" if r["ms_since_previous"] is None else f"{r['ms_since_previous']:.1f}"
-            rows.append(f"{r['seq']:>4}  {r['pipeline']:<40} {r['pass']:<44} {('yes' if r['changed'] else 'no'):<8} "
-                        f"{r['instructions']:>6} {ms:>8}")
-        if runs:
-            keys = {j: f"xla.pass:{seq:04d}" for j, seq in matched.items()}
-            rows += ["", f"Every pass XLA ran ({len(runs)}), from XLA's own trace events; 'snapshot' marks the "
-                         f"passes that changed the module", "",
-                     f"{'pipeline':<44} {'pass':<44} {'ms':>9}  snapshot", "-" * 112]
-            for j, r in enumerate(runs):
-                rows.append(f"{'  ' * (r['depth'] - 1) + r['pipeline']:<44} {r['pass']:<44} {r['ms']:>9.3f}  "
-                            f"{keys.get(j, '')}")
-        dropped = len(index.snapshots) - len(records)
-        note = ("XLA dumps a module after each pass that changed it, and at the start of each pipeline "
-                "(pass 'pipeline-start'); 'changed' compares a snapshot with the one before it; 'ms' is the time "
-                "between consecutive snapshot files.")
-        if dropped > 0:
-            note += f" {dropped} later snapshots were not kept (limit {MAX_PASS_SNAPSHOTS})."
-        bundle.add("xla.passes", "Pass snapshots", "Passes", "text", "\n".join(rows) + "\n",
-                   meta={"passes": records, "note": note, "count": len(index.snapshots),
-                         "runs": [dict(r, snapshot=matched.get(j)) for j, r in enumerate(runs)]})
-        # Second read: one stage per snapshot, each naming the previous one for the diff view.
-        prev_key = None
-        if index.before_optimizations:
-            bundle.add("xla.pass:before_optimizations", "Before optimizations", "Passes", "hlo", before_text,
-                       source_map=hlo_map(before_text))
-            prev_key = "xla.pass:before_optimizations"
-        for r in records:
-            text = _read(os.path.join(dump_dir, r["file"]))
-            bundle.add(r["key"], f"{r['seq']:04d} {r['pipeline']} / {r['pass']}", "Passes", "hlo", text,
-                       source_map=hlo_map(text),
-                       meta={"diff_with": prev_key, "pipeline": r["pipeline"], "pass": r["pass"],
-                             "changed": r["changed"], "instructions": r["instructions"]})
-            prev_key = r["key"]
-        if runs:
-            return [{"pipeline": r["pipeline"], "pass": r["pass"], "ms": round(r["ms"], 3), "changed": j in matched}
-                    for j, r in enumerate(runs) if r["depth"] >= 1]
-        return [{"seq": r["seq"], "pipeline": r["pipeline"], "pass": r["pass"], "ms": r["ms_since_previous"]}
-                for r in records]
+        return dump_stages.pass_stages(bundle, index, dump_dir, before_text, hlo_map, runs)
 
     def _sharding_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                          result: dict[str, Any], hlo_map: Any) -> None:
@@ -410,18 +349,7 @@ class XlaPipeline(Pipeline):
                 "tiles": sharding.sharding_tiles(shape.dims, parsed, devices)}
 
     def _memory_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, result: dict[str, Any]) -> None:
-        stats = result["memory"]
-        if not index.buffer_assignment:
-            return
-        ba_text = _read(os.path.join(dump_dir, index.buffer_assignment))
-        bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text, meta={"xla_memory_stats": stats})
-        if not index.live_range:
-            return
-        timeline = memory.memory_timeline(memory.parse_buffer_assignment(ba_text),
-                                          memory.parse_live_range(_read(os.path.join(dump_dir, index.live_range))))
-        timeline["xla_memory_stats"] = stats
-        bundle.add("xla.memory", "Memory over program order", "Memory", "memory", timeline,
-                   meta={"peak_bytes": timeline["peak_bytes"], "temp_size_in_bytes": stats.get("temp_size_in_bytes")})
+        dump_stages.memory_stages(bundle, index, dump_dir, result["memory"])
 
     def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:
         rows = result.get("cost", [])
@@ -444,30 +372,7 @@ class XlaPipeline(Pipeline):
                    meta={"total": total, "instructions": rows, "note": note})
 
     def _code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str) -> None:
-        def kernel_name(module: str) -> str:
-            name = re.sub(r"^__compute_module_", "", module)
-            return re.sub(r"_kernel_module$", "", name)
-
-        for module, file in sorted(index.llvm_ir.items())[:MAX_KERNEL_STAGES]:
-            bundle.add(f"xla.llvm_ir:{kernel_name(module)}", f"LLVM IR {kernel_name(module)}", "Code", "llvm",
-                       _read(os.path.join(dump_dir, file)), meta={"file": file, "note": "after LLVM optimization"})
-        objdump = shutil.which("objdump") or shutil.which("llvm-objdump")
-        if not index.object_files:
-            return
-        if objdump is None:
-            bundle.add("xla.asm", "Assembly", "Code", "text", "no objdump on this machine: object files were "
-                       "dumped but cannot be disassembled\n")
-            return
-        parts = []
-        for module, file in sorted(index.object_files.items()):
-            proc = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", os.path.join(dump_dir, file)],
-                                  capture_output=True, text=True, timeout=120)
-            parts.append(f"# {kernel_name(module)}  ({file})\n" + (proc.stdout or proc.stderr))
-        text = "\n".join(parts)
-        if len(text) > MAX_ASM_BYTES:
-            text = text[:MAX_ASM_BYTES] + "\n[irscope: disassembly cut]\n"
-        bundle.add("xla.asm", "Assembly", "Code", "asm", text,
-                   meta={"note": f"{os.path.basename(objdump)} -d of the object files XLA dumped", "objects": len(parts)})
+        dump_stages.code_stages(bundle, index, dump_dir)
 
 
 class HloPipeline(XlaPipeline):

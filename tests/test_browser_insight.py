@@ -1,0 +1,170 @@
+"""The teaching and debugging views in a real browser (Debian's Chromium through Playwright, a real
+`irscope serve`, the strict Content-Security-Policy; any console error or CSP violation fails the
+test): IR-to-IR hover between TTGIR and PTX, the guard view of a recompile, an imported TORCH_TRACE
+archive, and the XLA memory chart's peak. One server for the module (tests/test_browser.py's
+fixtures), separate from that module's so each module pays its own compiles."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from tests.test_browser import (  # noqa: F401 - fixtures, used by name
+    browser, compile_in_page, open_stage, raw_stage, server, server_data, shots, status, tab_keys,
+    wait_finished, watched)
+from tests.test_browser import pytestmark  # noqa: F401 - the same skips and marks
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "imports")
+
+RECOMPILE = '''import torch
+
+
+def scale(x, k):
+    y = x * k
+    return torch.relu(y) + 1
+
+
+f = torch.compile(scale, backend="eager", dynamic=False)
+f(torch.randn(4), 2.0)  # compile 0/0
+f(torch.randn(8), 2.0)  # recompile: x's size changed
+f(torch.randn(8), 3.0)  # recompile: k changed
+
+model = scale
+example_inputs = (torch.randn(8, dtype=torch.float64), 3.0)  # irscope's own call: x's dtype changed
+'''
+
+
+def submit_import(page, path: str) -> None:
+    """Upload `path` with the form at /import and wait for the job page it leads to."""
+    page.goto("/import")
+    page.set_input_files("#import-archive", path)
+    page.click("#import-submit")
+    page.wait_for_selector("#job-bar, .import-error", timeout=60_000)
+    assert page.locator(".import-error").count() == 0, page.inner_text(".import-error")
+    page.wait_for_url("**/j/*")
+
+
+def lit(page, pane: str) -> list[dict]:
+    return page.eval_on_selector_all(f"{pane} .ln.hot", """els => els.map(e => ({
+        text: e.querySelector('.tx').textContent.trim(), src: e.dataset.src || null, line: e.dataset.line}))""")
+
+
+def test_hovering_a_ttgir_line_lights_the_ptx_it_became(watched, shots):
+    page = watched.page
+    job_id = compile_in_page(page, "triton")
+    assert status(page) == "done"
+    open_stage(page, "triton.ttgir:softmax_kernel")
+    page.click('#pane .artifact[data-key="triton.ttgir:softmax_kernel"] .to-side')
+    page.wait_for_selector('#pane2 .artifact[data-key="triton.ttgir:softmax_kernel"]')
+    open_stage(page, "triton.ptx:softmax_kernel")
+    # the PTX says how many of its lines link back to TTGIR, counted in the worker
+    summary = page.inner_text("#pane .ir-links-summary")
+    meta = raw_stage(page, job_id, "triton.ptx:softmax_kernel")["meta"]
+    to_ttgir = next(x for x in meta["ir_links"] if x["title"] == "TTGIR")
+    assert to_ttgir["linked_lines"] == to_ttgir["located_lines"] > 150
+    assert f"TTGIR: {to_ttgir['linked_lines']} (100%)" in summary
+
+    # tl.max's combine op, compiled from Triton's own standard.py: lights the PTX max.f32 instructions
+    page.locator('#pane2 .ln[data-locs]:has-text("arith.maxnumf")').first.hover()
+    ptx = lit(page, "#pane")
+    instructions = [x["text"].split()[0] for x in ptx if not x["text"].startswith((".", "$", "//"))]
+    assert instructions and set(instructions) == {"max.f32"}, instructions
+    assert any(x["src"] is None for x in ptx), "no lit line without a user line"  # the helper's body
+    # the PTX pane scrolled to the lit lines (the pointer stays on the TTGIR line, in the other pane)
+    page.evaluate("() => document.querySelector('#pane .ln.hot').scrollIntoView({block: 'center'})")
+    page.screenshot(path=str(shots / "ir-links.png"))
+    # `x - tl.max(...)`: the same user line (12), but only the subtraction's PTX lights
+    page.locator('#pane2 .ln[data-locs]:has-text("arith.subf")').first.hover()
+    instructions = {x["text"].split()[0] for x in lit(page, "#pane") if not x["text"].startswith((".", "$", "//"))}
+    assert instructions == {"sub.f32"}, instructions
+    # and the other way: a PTX line lights its TTGIR op
+    page.locator('#pane .ln[data-locs]:has-text("ex2.approx.f32")').first.hover()
+    assert any("math.exp" in x["text"] for x in lit(page, "#pane2"))
+
+
+def test_the_guard_view_of_a_recompile(watched, shots):
+    page = watched.page
+    page.goto("/?language=pytorch")
+    page.click(".options-menu summary")
+    page.select_option("#opt-backend", "eager")  # Dynamo's guards are the lesson: no Inductor needed
+    page.click(".options-menu summary")
+    page.evaluate("(t) => document.querySelector('.CodeMirror').CodeMirror.setValue(t)", RECOMPILE)
+    page.click("#compile")
+    assert wait_finished(page) == "done", page.inner_text("#results .job-error")
+    keys = tab_keys(page)
+    assert [k for k in keys if k.startswith("dynamo.guards_explained")] == [
+        f"dynamo.guards_explained:0/{n}" for n in range(4)]
+    open_stage(page, "dynamo.guards_explained:0/3")
+    rows = page.eval_on_selector_all("#pane tr.failed-guard", "els => els.map(e => e.innerText)")
+    assert len(rows) == 3
+    assert "x's dtype changed: compile 0/2 was specialised on Float, the call passed Double" in rows[0]
+    assert "k changed: compile 0/1 was specialised on k == 2.0, the call passed k == 3.0" in rows[1]
+    groups = page.eval_on_selector_all("#pane h3.guard-group", "els => els.map(e => e.dataset.group)")
+    assert groups[:1] == ["tensor"] and "constant" in groups and "global" in groups
+    page.screenshot(path=str(shots / "guards.png"))
+    # the line that installed the failed guard: a link that puts the editor's cursor on it
+    page.click("#pane tr.failed-guard .goto-line")
+    assert page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getCursor().line") == 4
+
+
+def test_an_imported_torch_trace_archive(watched):
+    page = watched.page
+    submit_import(page, os.path.join(FIXTURES, "recompile.torch_trace.tar.gz"))
+    assert wait_finished(page) == "done", page.inner_text("#results .job-error")
+    job_id = page.get_attribute("#job-bar", "data-job")
+    keys = tab_keys(page)
+    with open(os.path.join(FIXTURES, "recompile.live_job_stages.json")) as f:
+        live = json.load(f)["stages"]
+    # the live job's stages that came from its trace are all there
+    assert {k for k in live if k.startswith(("dynamo.fx_graph", "inductor.output_code", "dynamo.guards"))} <= set(keys)
+    open_stage(page, "import.origin")
+    assert "imported TORCH_TRACE from recompile.torch_trace.tar.gz, made by torch 2.13.0+cpu on the CPU" in \
+        page.inner_text("#pane .artifact")
+    open_stage(page, "dynamo.guards_explained:0/1")
+    assert "x's size at dim 0 changed" in page.inner_text("#pane tr.failed-guard")
+    api = page.request.get(f"/api/jobs/{job_id}").json()
+    assert api["request"]["language"] == "import" and api["timings"]["job"]["sandbox"] == "bubblewrap"
+
+
+def test_a_hostile_archive_is_refused_on_the_page(watched, tmp_path):
+    import io
+    import tarfile
+    page = watched.page
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("../../outside.log")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+    path = tmp_path / "escape.tar.gz"
+    path.write_bytes(buffer.getvalue())
+    submit_import(page, str(path))
+    assert wait_finished(page) == "failed"
+    box = page.inner_text("#results .error-box")
+    assert "InputError" in box and "member '../../outside.log': a path with '..' is refused" in box
+
+
+def test_the_memory_chart_marks_the_peak_of_live_bytes(watched, shots):
+    page = watched.page
+    job_id = compile_in_page(page, "hlo")
+    open_stage(page, "xla.memory")
+    data = raw_stage(page, job_id, "xla.memory")
+    memory = json.loads(data["text"])
+    marker = page.locator("#pane svg.memory-chart circle.peak")
+    assert int(marker.get_attribute("data-bytes")) == memory["peak_bytes"] == max(memory["live_bytes"])
+    assert int(marker.get_attribute("data-step")) == memory["peak_at"]
+    assert memory["sequence"][memory["peak_at"]] != "partition-id"
+    # the marker sits on the live-bytes line's highest point, as drawn
+    points = page.get_attribute("#pane svg.memory-chart polyline.live", "points").split()
+    ys = [float(p.split(",")[1]) for p in points]
+    assert abs(float(marker.get_attribute("cy")) - min(ys)) < 0.11
+    # what is live there, largest first, adds up to the peak; XLA's temp size is the packed heap
+    sizes = [int(x) for x in page.eval_on_selector_all("#pane table.memory-peak td[data-bytes]",
+                                                       "els => els.map(e => e.dataset.bytes)")]
+    assert sizes == sorted(sizes, reverse=True) and sum(sizes) == memory["peak_bytes"]
+    summary = page.inner_text("#pane .memory-summary")
+    temp = memory["xla_memory_stats"]["temp_size_in_bytes"]
+    assert f"equal to XLA's temp_size_in_bytes = {temp}" in summary
+    page.screenshot(path=str(shots / "memory.png"))
+    assert re.search(rf"peak: .*\({memory['peak_bytes']} bytes\) live at step {memory['peak_at']}", summary)
