@@ -603,7 +603,11 @@ class XlaPipeline(Pipeline):
                        meta={"file": file, "note": "one of the LLVM modules XLA:GPU compiled, after LLVM optimization"})
         ptxas = None
         if index.debug_options:
-            data_dir = gpu_code.cuda_data_dir(_read(os.path.join(dump_dir, index.debug_options)))
+            options_text = _read(os.path.join(dump_dir, index.debug_options))
+            bundle.add("xla.debug_options", "DebugOptions", "XLA", "text", options_text,
+                       meta={"file": index.debug_options, "note": "the DebugOptions fields XLA:GPU compiled with that "
+                                                                  "differ from their defaults, as XLA dumped them"})
+            data_dir = gpu_code.cuda_data_dir(options_text)
             if data_dir and os.access(os.path.join(data_dir, "bin", "ptxas"), os.X_OK):
                 ptxas = os.path.join(data_dir, "bin", "ptxas")
         modules = []
