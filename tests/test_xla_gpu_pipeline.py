@@ -201,6 +201,34 @@ def test_hlo_a100_cublas_and_the_estimator_option(jobs):
     assert not any(k.startswith("xla.triton:") for k in job.stages)  # triton_ir is off by default
 
 
+def test_in_the_sandbox_ptxas_and_nvdisasm_are_found(tmp_path):
+    """Through the real runner and bubblewrap (the venv bound read-only): XLA:GPU finds the wheel's
+    ptxas (it compiles the kernels with it; without it the compile fails) and the SASS stage lists
+    machine code; the CPU target still compiles and runs in the same sandbox with the plugin there."""
+    from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text
+    if needs_bwrap.args[0]:
+        pytest.skip(needs_bwrap.kwargs["reason"])
+    app = make_app(tmp_path, languages="hlo", workers=1)
+    try:
+        client = app.test_client()
+        from compiler import registry
+        example = registry.get("hlo").example
+        job = compile_and_wait(client, "hlo", example, {"target": "cuda:a100", "devices": 8}, timeout=600)
+        assert job["status"] == "done", job.get("error")
+        assert job["timings"]["job"]["sandbox"] == "bubblewrap"
+        keys = [s["key"] for s in job["stages"]]
+        ptx = [k for k in keys if k.startswith("xla.ptx:")]
+        assert ptx and all(".target sm_80" in stage_text(client, job["id"], k) for k in ptx)
+        sass = stage_text(client, job["id"], "xla.sass")
+        assert "ptxas failed" not in sass and "disassembly failed" not in sass
+        assert re.search(r"^\s+/\*[0-9a-f]{4}\*/\s+\w+", sass, re.M)  # nvdisasm's instruction lines
+        cpu = compile_and_wait(client, "hlo", example, {"target": "cpu", "devices": 8, "time_run": False}, timeout=600)
+        assert cpu["status"] == "done", cpu.get("error")
+        assert "target" not in cpu["timings"] and "xla.asm" in [s["key"] for s in cpu["stages"]]
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
 if __name__ == "__main__":
     for language, source, options, out in _plan(sys.argv[1]).values():
         _run_job(language, source, options, out)
