@@ -161,7 +161,8 @@ class XlaPipeline(Pipeline):
     """Shared by the three input languages; subclasses set the key and the example."""
 
     options = _OPTIONS
-    toolchain_packages = ("jax", "jaxlib")
+    # the GPU targets compile with the plugin's XLA:GPU and the wheel's ptxas
+    toolchain_packages = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12")
 
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         # XLA reads the device count when the CPU client starts, so it must be in XLA_FLAGS first.
