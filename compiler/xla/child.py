@@ -397,10 +397,10 @@ def main(argv: list[str]) -> int:
         memory = {k: getattr(stats, k) for k in dir(stats) if k.endswith("_in_bytes") and not k.startswith("_")
                   and isinstance(getattr(stats, k), int)}
         gpu = job.get("target", "cpu") != "cpu"
-        try:
+        if gpu and lowered.get("real_device") is None:
+            cost_total = None  # a compile-only executable answers "GetCostAnalysis is not supported"
+        else:
             cost_total = dict(exe.cost_analysis() or {})
-        except Exception:  # noqa: BLE001 - compile-only GPU executables: "GetCostAnalysis is not supported"
-            cost_total = None
         # HloCostAnalysis needs a PjRt client: the host CPU's for a compile-only GPU executable
         cost_client = jax_backend.get_backend("cpu") if gpu else backend
         shardings = {

@@ -242,9 +242,7 @@ class XlaPipeline(Pipeline):
         target = result.get("target", "cpu")
         gpu = get_xla_gpu_target(target) if target != "cpu" else None
         if gpu is not None:
-            bundle.timing("target", dict(describe_xla_gpu_target(gpu, int(result["devices"]), result.get("real_device")),
-                                         summary=(virtual_note(gpu) if not result.get("real_device") else
-                                                  f"compiled on the worker's {result['real_device']}, not run")))
+            bundle.timing("target", describe_xla_gpu_target(gpu, int(result["devices"]), result.get("real_device")))
         # MLIR text parsed by XLA gets locations in file "-": its HLO metadata points there.
         user_file = {"jax": os.path.join(work, "user_program.py"), "stablehlo": "-"}.get(self.key)
         names = ({i.name: i.line for i in hlo_text.parse_hlo_text(request.source).instructions()}

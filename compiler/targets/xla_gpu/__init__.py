@@ -73,8 +73,9 @@ def describe_xla_gpu_target(target: XlaGpuTarget, devices: int, real_device: str
     info: dict[str, Any] = {"name": target.name, "backend": target.platform, "arch": target.arch,
                             "devices": devices, "config": f"compiler/targets/xla_gpu/{target.config_file}"}
     if real_device:
-        info.update(virtual=False, executed=False, device=real_device,
-                    note=f"compiled by XLA:GPU on the worker's {real_device} (autotuned on it); not run")
+        note = f"compiled by XLA:GPU on the worker's {real_device} (autotuned on it); not run"
+        info.update(virtual=False, executed=False, device=real_device, note=note, summary=note)
     else:
-        info.update(virtual=True, executed=False, device=f"virtual {target.product}", note=virtual_note(target))
+        info.update(virtual=True, executed=False, device=f"virtual {target.product}", note=virtual_note(target),
+                    summary=virtual_note(target))  # `summary`: the status line's words
     return info
