@@ -70,18 +70,38 @@ class ScheduledInstruction(Record, omit_defaults=True):
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
+    # XLA:GPU's latency-hiding scheduler: its estimated start and end, in its cost model's units
+    start: float | None = None
+    end: float | None = None
+
+
+class AsyncPair(Record):
+    """An async collective (or other async op): its start, its done, and what was scheduled between."""
+
+    start: str
+    done: str
+    opcode: str  # "all-reduce", "all-gather", "collective-permute", ...
+    start_index: int
+    done_index: int
+    between: list[str]  # every instruction scheduled between start and done
+    compute: list[str]  # the ones among them that do device work (fusions, custom calls, ...)
 
 
 class ScheduledComputation(Record):
     computation: str
     entry: bool
     instructions: list[ScheduledInstruction]
+    async_pairs: list[AsyncPair] = []
+    # the latency-hiding scheduler's statistics for this computation (wasted cycles per collective
+    # kind, total cycles, memory pressure peak), as XLA dumped them
+    statistics: dict[str, float] = {}
 
 
 class Schedule(Record):
     computations: list[ScheduledComputation]
     scheduled: bool
     module: str = ""
+    estimates: str = ""  # what `start`/`end` are, when present (the cost model that made them)
 
 
 # --- mesh: shardings after propagation and the partitioner's collectives (XLA pipeline) ---------
@@ -530,7 +550,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("json", "Any JSON value, shown as code (launches, kernel metadata).", lexer="json", json_any=True),
     Format("svg", "A drawing made in the worker (Graphviz's layout of a DOT graph), sanitized.", svg=True),
     Format("profile", "torch.profiler over one compiled call: ops by self time and a timeline.", schema=Profile),
-    Format("timeline", "The scheduled instruction order of each computation.", schema=Schedule),
+    Format("timeline", "The scheduled instruction order of each computation; on XLA:GPU also the latency-hiding "
+           "scheduler's estimated start/end of each instruction and the async start/done pairs.", schema=Schedule),
     Format("mesh", "Shardings after propagation, tiles per device, and the partitioner's collectives.",
            schema=Mesh),
     Format("memory", "XLA's temp allocation over program order: buffers, live bytes, peak.",

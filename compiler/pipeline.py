@@ -195,6 +195,9 @@ class Bundle:
         self.manifest = Manifest(status="running", toolchain=dict(toolchain or {}))
         self._keys: set[str] = set()
         self._lock = threading.RLock()
+        # Each stage's manifest entry, encoded once: the manifest is rewritten after every stage, and
+        # re-encoding every earlier stage's source map each time made big jobs quadratic.
+        self._stage_json: list[str] = []
         os.makedirs(directory, exist_ok=True)
         self.flush()
 
@@ -229,6 +232,7 @@ class Bundle:
         stage = Stage(key=key, title=title, group=group, format=fmt, size=len(text.encode("utf-8")), file=file,
                       source_map=[list(p) for p in (source_map or [])], meta=meta)
         self.manifest.stages.append(stage)
+        self._stage_json.append(json.dumps(stage.to_json()))
         self.flush()
         return stage
 
@@ -260,9 +264,18 @@ class Bundle:
             self._write_manifest()
 
     def _write_manifest(self) -> None:
+        # Manifest.to_json without its stages, which are spliced in from their cached encodings.
+        stages = self.manifest.stages
+        self.manifest.stages = []
+        try:
+            head = json.dumps(self.manifest.to_json())
+        finally:
+            self.manifest.stages = stages
+        marker = '"stages": []'
+        assert marker in head
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".manifest", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(self.manifest.to_json(), f)
+            f.write(head.replace(marker, '"stages": [' + ", ".join(self._stage_json) + "]", 1))
         os.replace(tmp, os.path.join(self.directory, "manifest.json"))
 
 

@@ -137,3 +137,21 @@ def test_timings_are_declared_and_read_in_one_place(tmp_path):
     assert read.compile.phases_s == [("dynamo tracing", 0.25), ("total", 2.0)] and read.compile.events == {"a": 1.0}
     assert read.run.medians_ms == [("eager", 2.0), ("compiled", 1.0)] and read.run.accuracy == {"compared": 1}
     assert set(read.others) == {"job"}  # lists (per-launch kernel times) are not tables
+
+
+def test_bundle_manifest_file_is_the_manifest(tmp_path):
+    """The manifest file, written with each stage's entry encoded once, reads back as the manifest."""
+    import json as json_module
+
+    from compiler.pipeline import Bundle, read_manifest
+    bundle = Bundle(str(tmp_path / "out"))
+    bundle.add("a", "A", "G", "text", "one\ntwo\n", source_map=[[1, 3], [2, 4]], meta={"note": '"stages": []'})
+    bundle.progress('still "stages": [] going')
+    bundle.add("b", "B", "G", "json", {"x": [1, 2]})
+    bundle.timing("compile", {"stages": [], "total_ms": 1.0})
+    bundle.finish()
+    with open(tmp_path / "out" / "manifest.json", encoding="utf-8") as f:
+        written = json_module.load(f)
+    assert written == bundle.manifest.to_json()
+    assert [s.key for s in read_manifest(str(tmp_path / "out")).stages] == ["a", "b"]
+    assert written["stages"][0]["source_map"] == [[1, 3], [2, 4]] and written["timings"]["compile"]["stages"] == []

@@ -2,7 +2,10 @@
 
 One row per computation, one box per instruction in scheduled order. Box width is one program
 step; colour says what kind of work it is (collective, fusion/kernel, data movement, other);
-hovering shows the instruction with XLA's cost estimate where the pipeline has one.
+hovering shows the instruction with XLA's cost estimate where the pipeline has one. On XLA:GPU,
+where the latency-hiding scheduler's own estimates exist, a second drawing puts each instruction at
+its estimated start and end and each async start..done pair on a lane of its own, and a table lists
+what was scheduled between each start and its done.
 """
 from __future__ import annotations
 
@@ -71,4 +74,61 @@ def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -
     total = sum(len(c.instructions) for c in comps)
     note = f'<p class="truncated">drew {MAX_BOXES} of {total} instructions</p>' if total > MAX_BOXES else ""
     scheduled = "" if data.scheduled else '<p class="mesh-note">the module is not scheduled: printed order</p>'
-    return f'<div class="timeline-view">{scheduled}{"".join(parts)}{note}</div>'
+    estimated = "".join(_estimated(c, data.estimates) for c in comps
+                        if any(i.start is not None for i in c.instructions))
+    pairs = "".join(_pairs_table(c) for c in comps if c.async_pairs)
+    return f'<div class="timeline-view">{scheduled}{estimated}{pairs}{"".join(parts)}{note}</div>'
+
+
+def _estimated(comp: formats.ScheduledComputation, estimates: str, width: int = 1400, lane_h: int = 22) -> str:
+    """The latency-hiding scheduler's estimated timeline of one computation: compute on one lane,
+    each async start..done pair as a bar on a lane of its own, in the cost model's units."""
+    timed = [i for i in comp.instructions if i.start is not None and i.end is not None]
+    end = max((i.end for i in timed), default=0.0) or 1.0
+    pairs = comp.async_pairs
+    label_w = 150
+    scale = (width - label_w - 20) / end
+    height = lane_h * (2 + len(pairs)) + 40
+    by_name = {i.name: i for i in timed}
+    parts = [f'<svg class="timeline estimated" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img"><title>estimated schedule of {escape(comp.computation)}</title>',
+             f'<text x="{label_w - 6}" y="{10 + lane_h / 2}" text-anchor="end" dominant-baseline="middle" '
+             f'font-size="11">compute</text>']
+    for ins in timed[:MAX_BOXES]:
+        if ins.opcode.endswith(("-start", "-done")) or ins.end <= ins.start:
+            continue
+        kind, colour = kind_of(ins.opcode)
+        x = label_w + ins.start * scale
+        parts.append(f'<rect x="{x:.1f}" y="13" width="{max(1.0, (ins.end - ins.start) * scale):.1f}" '
+                     f'height="{lane_h - 6}" fill="{colour}" data-line="{ins.line}"><title>'
+                     f'{escape(f"{ins.name} ({ins.opcode}): estimated {ins.start:,.1f} .. {ins.end:,.1f}")}'
+                     f'</title></rect>')
+    for n, pair in enumerate(pairs):
+        y = 10 + lane_h * (n + 1)
+        start, done = by_name.get(pair.start), by_name.get(pair.done)
+        parts.append(f'<text x="{label_w - 6}" y="{y + lane_h / 2}" text-anchor="end" dominant-baseline="middle" '
+                     f'font-size="11">{escape(pair.start[:24])}</text>')
+        if start is None or done is None:
+            continue
+        x0, x1 = label_w + start.start * scale, label_w + done.end * scale
+        tip = (f"{pair.start} .. {pair.done}: estimated {start.start:,.1f} .. {done.end:,.1f}; scheduled between: "
+               f"{', '.join(pair.compute) or 'no compute'}")
+        parts.append(f'<rect class="async" x="{x0:.1f}" y="{y + 3}" width="{max(2.0, x1 - x0):.1f}" '
+                     f'height="{lane_h - 6}" fill="{kind_of(pair.opcode)[1]}" fill-opacity="0.55" '
+                     f'data-line="{start.line}"><title>{escape(tip)}</title></rect>')
+    axis_y = height - 14
+    parts.append(f'<text x="{label_w}" y="{axis_y}" font-size="10">0</text>'
+                 f'<text x="{width - 20}" y="{axis_y}" text-anchor="end" font-size="10">{end:,.1f}</text>')
+    parts.append("</svg>")
+    return (f'<p class="mesh-note">{escape(comp.computation)}: {escape(estimates)}</p>' + "".join(parts))
+
+
+def _pairs_table(comp: formats.ScheduledComputation) -> str:
+    rows = []
+    for p in comp.async_pairs:
+        rows.append(f"<tr><td>{escape(p.opcode)}</td><td>{escape(p.start)}</td><td>{escape(p.done)}</td>"
+                    f"<td>{p.done_index - p.start_index - 1}</td><td>{escape(', '.join(p.compute) or '-')}</td></tr>")
+    stats = "".join(f"<li>{escape(k)}: {v:,.1f}</li>" for k, v in comp.statistics.items())
+    return (f'<table class="async-pairs"><caption>{escape(comp.computation)}: async start/done pairs</caption>'
+            f"<tr><th>op</th><th>start</th><th>done</th><th>scheduled between</th><th>compute between</th></tr>"
+            f'{"".join(rows)}</table>' + (f'<ul class="scheduler-statistics">{stats}</ul>' if stats else ""))

@@ -108,8 +108,12 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(args, (tuple, list)):
         args = (args,)
     t0 = time.perf_counter()
+    # A GPU target lowers for the cuda platform (its lowering rules, custom calls), as jax.jit would
+    # on a GPU; the mesh may name the host's CPU devices, the shardings do not depend on them.
+    platforms = ("cuda",) if job.get("target", "cpu") != "cpu" else None
     try:
-        lowered = jax.jit(fn).lower(*args)
+        traced = jax.jit(fn).trace(*args)
+        lowered = traced.lower(lowering_platforms=platforms) if platforms else traced.lower()
         text = lowered.as_text(debug_info=True)
     except Exception as e:  # noqa: BLE001 - tracing runs user code
         err = user_code.user_error(e, path, limits)
@@ -120,13 +124,46 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
             "printed": printed}
 
 
+def _gpu_devices(job: dict[str, Any], count: int) -> tuple[Any, list, str | None]:
+    """(client, devices, real device name) for a GPU target: the worker's own GPUs when they are the
+    target's product, else compile-only devices of a virtual topology described by the target's
+    GpuTargetConfigProto (jax.experimental.topologies)."""
+    import jax
+    from jax.experimental import topologies
+    if job.get("real_gpu"):
+        try:
+            real = jax.devices("cuda")
+        except RuntimeError:
+            real = []
+        if real and real[0].device_kind == job["target_product"] and len(real) >= count:
+            return real[0].client, real[:count], real[0].device_kind
+    with open(job["target_config"], encoding="utf-8") as f:
+        config = f.read()
+    phase("creating the virtual GPU topology")
+    topology = topologies.get_topology_desc(platform="cuda", target_config=config,
+                                            topology=f"1x1x{int(job['options'].get('devices', 8))}")
+    return topology.devices[0].client, list(topology.devices), None
+
+
+def _ir_module(mlir: Any) -> Any:
+    """StableHLO text or bytecode -> an MLIR module in JAX's context (what a compile-only client takes)."""
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib.mlir import ir
+    context = jmlir.make_ir_context()
+    return ir.Module.parse(mlir, context=context)
+
+
 def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
     import jax
     import jax.extend.backend as jax_backend
     from jaxlib import _jax
-    backend = jax_backend.get_backend()
+    gpu = job.get("target", "cpu") != "cpu"
     count = lowered["replicas"] * lowered["partitions"]
-    available = backend.devices()
+    if gpu:
+        backend, available, lowered["real_device"] = _gpu_devices(job, count)
+    else:
+        backend = jax_backend.get_backend()
+        available = backend.devices()
     if count > len(available):
         raise ChildError("InputError", f"the module needs {count} devices (num_replicas x num_partitions) but "
                                        f"the devices option gives {len(available)}")
@@ -135,7 +172,14 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
     pass_lists = {k: user_options.pop(k) for k in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only")
                   if k in user_options}
     overrides = {"xla_dump_to": job["dump_dir"], "xla_dump_hlo_pass_re": ".*", "xla_dump_hlo_as_text": True,
-                 "xla_dump_include_timestamp": False, **user_options}
+                 "xla_dump_include_timestamp": False}
+    if gpu:
+        # The latency-hiding scheduler's own schedule with its estimates; with triton_ir, every MLIR
+        # pass of each Triton fusion (TTIR, TTGIR, LLVM) - which makes the compile much slower.
+        overrides["xla_dump_latency_hiding_schedule"] = True
+        if job["options"].get("triton_ir"):
+            overrides["xla_dump_emitter_re"] = "triton"
+    overrides.update(user_options)
     opts = jax_backend.get_compile_options(lowered["replicas"], lowered["partitions"],
                                            env_options_overrides=overrides)
     opts.executable_build_options.use_shardy_partitioner = lowered["shardy"]
@@ -146,7 +190,11 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
     session = _start_trace()
     t0 = time.perf_counter()
     try:
-        exe = backend.compile_and_load(lowered["mlir"], _jax.DeviceList(tuple(devices)), opts)
+        if gpu and lowered.get("real_device") is None:
+            exe = backend.compile(_ir_module(lowered["mlir"]), executable_devices=_jax.DeviceList(tuple(devices)),
+                                  compile_options=opts)
+        else:
+            exe = backend.compile_and_load(lowered["mlir"], _jax.DeviceList(tuple(devices)), opts)
     except Exception as e:  # noqa: BLE001 - XLA reports every compile failure as one exception type
         _stop_trace(session)
         message = str(e)
@@ -341,21 +389,28 @@ def main(argv: list[str]) -> int:
     try:
         lowered = lower(job)
         exe, devices, backend, compile_ms = compile_module(job, lowered)
+        import jax.extend.backend as jax_backend
         import jaxlib._hlo as hlo
-        from jaxlib import _jax
         module = exe.hlo_modules()[0]
         optimized = module.to_string()
         stats = exe.get_compiled_memory_stats()
         memory = {k: getattr(stats, k) for k in dir(stats) if k.endswith("_in_bytes") and not k.startswith("_")
                   and isinstance(getattr(stats, k), int)}
-        cost_total = dict(exe.cost_analysis() or {})
+        gpu = job.get("target", "cpu") != "cpu"
+        if gpu and lowered.get("real_device") is None:
+            cost_total = None  # a compile-only executable answers "GetCostAnalysis is not supported"
+        else:
+            cost_total = dict(exe.cost_analysis() or {})
+        # HloCostAnalysis needs a PjRt client: the host CPU's for a compile-only GPU executable
+        cost_client = jax_backend.get_backend("cpu") if gpu else backend
         shardings = {
             "parameters": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_parameter_shardings() or []],
             "outputs": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_output_shardings() or []],
         }
         result: dict[str, Any] = {
             "stablehlo": lowered["stablehlo"], "optimized": optimized, "memory": memory,
-            "cost_total": cost_total, "cost": per_instruction_cost(backend, optimized),
+            "cost_total": cost_total, "cost": per_instruction_cost(cost_client, optimized),
+            "target": job.get("target", "cpu"), "real_device": lowered.get("real_device"),
             "shardings": shardings, "devices": len(devices), "replicas": lowered["replicas"],
             "partitions": lowered["partitions"], "shardy": lowered["shardy"], "compile_ms": compile_ms,
             "lower_ms": lowered.get("lower_ms"), "printed": lowered.get("printed", ""),
@@ -363,7 +418,7 @@ def main(argv: list[str]) -> int:
             "dot": hlo.hlo_module_to_dot_graph(module),
         }
         before = [f for f in os.listdir(job["dump_dir"]) if f.endswith(".before_optimizations.txt")]
-        if job.get("run", True) and before:
+        if job.get("run", True) and before and not gpu:
             with open(os.path.join(job["dump_dir"], sorted(before)[-1]), encoding="utf-8") as f:
                 before_text = f.read()
             phase("running the compiled executable")

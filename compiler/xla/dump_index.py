@@ -36,6 +36,11 @@ def parse_snapshot_name(file: str) -> SnapshotName | None:
     return SnapshotName(m["module_id"], m["module"], int(m["seq"]), m["pipeline"], m["after"], m["before"], file)
 
 
+# module_0001.jit_fn.cpu_after_optimizations.txt, module_0001.jit_fn.sm_9.0a_gpu_after_optimizations.txt
+_FINAL_RE = re.compile(r"^(?P<prefix>module_\d+\.[^.]+)\.(?P<tag>cpu|sm_\d+\.\d+[a-z]?_gpu|[a-z0-9]+_gpu|[a-z]+)"
+                       r"_after_optimizations\.txt$")
+
+
 @dataclass
 class DumpIndex:
     """The files XLA dumped for one module, by role. Paths are relative to the dump directory."""
@@ -50,6 +55,17 @@ class DumpIndex:
     llvm_ir: dict[str, str] = field(default_factory=dict)        # kernel module -> optimised .ll
     llvm_ir_no_opt: dict[str, str] = field(default_factory=dict)
     object_files: dict[str, str] = field(default_factory=dict)   # kernel module -> .o
+    # XLA:GPU
+    ptx: dict[str, str] = field(default_factory=dict)            # LLVM module ("1") -> .ptx
+    debug_options: str | None = None                             # the DebugOptions the compile ran with
+    schedule: str | None = None                                  # the latency-hiding scheduler's ScheduleProto
+    ttir: dict[str, str] = field(default_factory=dict)           # Triton fusion -> its TTIR
+    triton_passes: dict[str, str] = field(default_factory=dict)  # Triton fusion -> its per-pass MLIR dump
+
+    @property
+    def module_name(self) -> str:
+        """The module's name ("jit_fn"), which prefixes the dump files XLA writes without the module id."""
+        return self.prefix.split(".", 1)[1]
 
 
 def index_dump(files: Iterable[str]) -> DumpIndex | None:
@@ -58,18 +74,24 @@ def index_dump(files: Iterable[str]) -> DumpIndex | None:
     A dump may hold several modules (JAX compiles helpers too); the one that reached the end of
     compilation (it has `*.cpu_after_optimizations.txt`) last is the one the user asked for."""
     files = sorted(files)
-    finals = [f for f in files if f.endswith(".cpu_after_optimizations.txt") or
-              re.search(r"\.[a-z]+_after_optimizations\.txt$", f)]
+    finals = [m for m in map(_FINAL_RE.match, files) if m]
     if finals:
-        prefix = finals[-1][: finals[-1].rindex("_after_optimizations.txt")]
-        prefix = prefix[: prefix.rindex(".")]  # drop the backend tag ("cpu")
+        prefix = finals[-1]["prefix"]
     else:
         befores = [f for f in files if f.endswith(".before_optimizations.txt")]
         if not befores:
             return None
         prefix = befores[-1][: -len(".before_optimizations.txt")]
     index = DumpIndex(prefix=prefix)
+    bare = index.module_name + "."  # files XLA names after the module alone
     for f in files:
+        if f.startswith(bare):
+            rest = f[len(bare):]
+            if rest == "schedule.txt":
+                index.schedule = f
+            elif rest.endswith(".triton-to-llvm.txt"):
+                index.triton_passes[rest[: -len(".triton-to-llvm.txt")]] = f
+            continue
         if not f.startswith(prefix + "."):
             continue
         rest = f[len(prefix) + 1:]
@@ -78,7 +100,13 @@ def index_dump(files: Iterable[str]) -> DumpIndex | None:
             index.snapshots.append(snap)
         elif rest == "before_optimizations.txt":
             index.before_optimizations = f
-        elif re.fullmatch(r"[a-z]+_after_optimizations\.txt", rest):
+        elif rest == "debug_options":
+            index.debug_options = f
+        elif rest.endswith(".ptx"):
+            index.ptx[rest[: -len(".ptx")]] = f
+        elif rest.endswith(".ttir.txt") and not rest.endswith(".before_validation.ttir.txt"):
+            index.ttir[rest[: -len(".ttir.txt")]] = f
+        elif re.fullmatch(r"(?:[a-z0-9]+|sm_\d+\.\d+[a-z]?)_?[a-z]*_after_optimizations\.txt", rest):
             index.after_optimizations = f
         elif rest.endswith("_after_optimizations-buffer-assignment.txt"):
             index.buffer_assignment = f

@@ -19,12 +19,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from compiler import graph_drawing
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
-from compiler.xla import dump_index, dump_stages, hlo_text, sharding, source_map, traces
+from compiler.targets.xla_gpu import XLA_GPU_TARGETS, describe_xla_gpu_target, get_xla_gpu_target, virtual_note
+from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, memory, sharding, source_map, traces
+from compiler.xla.protos import parse_text_proto
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
 from compiler.xla.options import validate_xla_options
 
@@ -109,18 +112,41 @@ def _validate_xla_options(value: dict[str, Any]) -> dict[str, Any]:
 
 
 _OPTIONS = (
-    Option("devices", "int", 8, "number of virtual XLA CPU devices (--xla_force_host_platform_device_count)",
-           minimum=1, maximum=64),
-    Option("xla_options", "dict", {}, "XLA DebugOptions fields, e.g. {\"xla_cpu_enable_fast_math\": true}; "
-           "names are checked against XLA's DebugOptions", validate_value=_validate_xla_options),
-    Option("time_run", "bool", True, "run the compiled executable on random inputs and time it"),
+    Option("target", "choice", "cpu", "what XLA compiles for: the host CPU (XLA:CPU, run and timed), or a virtual "
+           "GPU (XLA:GPU from the jax-cuda12 plugin for a topology of `devices` GPUs described by XLA's own spec "
+           "of that GPU: compiled, not run; autotuning off, so GEMM fusions keep default tile configs)",
+           choices=("cpu", *XLA_GPU_TARGETS)),
+    Option("devices", "int", 8, "number of devices: virtual XLA CPU devices (--xla_force_host_platform_device_count), "
+           "or the GPUs of the virtual topology", minimum=1, maximum=64),
+    Option("xla_options", "dict", {}, "XLA DebugOptions fields, e.g. {\"xla_cpu_enable_fast_math\": true} or, for a "
+           "GPU target, the latency-hiding scheduler's estimator: {\"xla_gpu_enable_analytical_latency_estimator\": "
+           "true} or {\"xla_gpu_enable_analytical_sol_latency_estimator\": true} (Hopper and later); names are "
+           "checked against XLA's DebugOptions", validate_value=_validate_xla_options),
+    Option("time_run", "bool", True, "CPU target: run the compiled executable on random inputs and time it "
+           "(a virtual GPU runs nothing)"),
+    Option("triton_ir", "bool", False, "GPU targets: also dump every MLIR pass of each Triton fusion (TTIR, TTGIR, "
+           "down to LLVM) - XLA's xla_dump_emitter_re; makes the compile 10-20x slower"),
 )
+
+# The GPU dump's per-kernel stages are capped like the CPU ones; Triton pass dumps are large.
+MAX_TRITON_FUSIONS = 16
 
 
 def _device_flags(devices: int) -> str:
     flags = os.environ.get("XLA_FLAGS", "")
     flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", flags).strip()
     return (flags + f" --xla_force_host_platform_device_count={devices}").strip()
+
+
+def _has_nvidia_gpu() -> bool:
+    """Whether this worker sees an NVIDIA driver (a GPU worker); the child then tries the real device."""
+    return os.path.exists("/dev/nvidiactl") and os.path.isdir("/proc/driver/nvidia/gpus")
+
+
+def _jax_platforms(target: str) -> str:
+    # Only the host CPU client starts (the jax-cuda12 plugin would otherwise try to load CUDA and
+    # warn); the virtual GPU's compile-only client comes from the topology API regardless.
+    return "cuda,cpu" if target != "cpu" and _has_nvidia_gpu() else "cpu"
 
 
 def _read(path: str, limit: int | None = None) -> str:
@@ -132,11 +158,13 @@ class XlaPipeline(Pipeline):
     """Shared by the three input languages; subclasses set the key and the example."""
 
     options = _OPTIONS
-    toolchain_packages = ("jax", "jaxlib")
+    # the GPU targets compile with the plugin's XLA:GPU and the wheel's ptxas
+    toolchain_packages = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12")
 
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         # XLA reads the device count when the CPU client starts, so it must be in XLA_FLAGS first.
-        return {"XLA_FLAGS": _device_flags(int(request.options.get("devices", 8)))}
+        return {"XLA_FLAGS": _device_flags(int(request.options.get("devices", 8))),
+                "JAX_PLATFORMS": _jax_platforms(request.options.get("target", "cpu"))}
 
     # --- the child --------------------------------------------------------------------------
 
@@ -145,6 +173,12 @@ class XlaPipeline(Pipeline):
         job = {"language": self.key, "source": request.source, "options": dict(request.options),
                "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": bool(request.options.get("time_run", True)),
                "limits": ctx.limits.to_json()}
+        target = request.options.get("target", "cpu")
+        job["target"] = target
+        if target != "cpu":
+            gpu = get_xla_gpu_target(target)
+            job.update(target_config=gpu.config_path, target_product=gpu.product, real_gpu=_has_nvidia_gpu(),
+                       run=False)
         if self.key == "jax":
             job["user_file"] = os.path.join(work, "user_program.py")
             with open(job["user_file"], "w", encoding="utf-8") as f:
@@ -154,8 +188,9 @@ class XlaPipeline(Pipeline):
             json.dump(job, f)
         env = dict(os.environ)
         env["XLA_FLAGS"] = _device_flags(int(request.options.get("devices", 8)))
+        env["JAX_PLATFORMS"] = _jax_platforms(target)
         env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        bundle.progress("compiling with XLA")
+        bundle.progress("compiling with XLA" + ("" if target == "cpu" else f":GPU for {target}"))
         t0 = time.perf_counter()
         try:
             proc = subprocess.run([sys.executable, "-m", "compiler.xla.child", job_path], cwd=work, env=env,
@@ -201,6 +236,10 @@ class XlaPipeline(Pipeline):
         lines = request.source.count("\n") + 1
         bundle.add("xla.input", "Input", "Input", lexer, request.source, source_map=[[n, n] for n in range(1, lines + 1)])
         result = self._compile(request, work, ctx)
+        target = result.get("target", "cpu")
+        gpu = get_xla_gpu_target(target) if target != "cpu" else None
+        if gpu is not None:
+            bundle.timing("target", describe_xla_gpu_target(gpu, int(result["devices"]), result.get("real_device")))
         # MLIR text parsed by XLA gets locations in file "-": its HLO metadata points there.
         user_file = {"jax": os.path.join(work, "user_program.py"), "stablehlo": "-"}.get(self.key)
         names = ({i.name: i.line for i in hlo_text.parse_hlo_text(request.source).instructions()}
@@ -235,8 +274,13 @@ class XlaPipeline(Pipeline):
 
         optimized = result["optimized"]
         opt_module = hlo_text.parse_hlo_text(optimized)
+        opt_meta: dict[str, Any] = {"scheduled": opt_module.is_scheduled}
+        if gpu is not None:
+            opt_meta["note"] = (f"XLA:GPU's optimized, scheduled module for {gpu.product} ({index.after_optimizations}); "
+                                + (virtual_note(gpu) if not result.get("real_device") else
+                                   f"compiled on the worker's {result['real_device']}"))
         bundle.add("xla.optimized", "Optimized HLO", "XLA", "hlo", optimized, source_map=hlo_map(optimized),
-                   meta={"scheduled": opt_module.is_scheduled})
+                   meta=opt_meta)
         costs = {c["name"]: c for c in result.get("cost", [])}
         sched = hlo_text.schedule(opt_module)
         for comp in sched:
@@ -244,13 +288,19 @@ class XlaPipeline(Pipeline):
                 c = costs.get(ins["name"]) if comp["entry"] else None
                 if c:
                     ins.update({k: c[k] for k in ("flops", "bytes_accessed", "transcendentals") if k in c})
-        bundle.add("xla.schedule", "Schedule", "XLA", "timeline",
-                   {"computations": [c for c in sched if c["instructions"]], "scheduled": opt_module.is_scheduled,
-                    "module": opt_module.name},
-                   meta={"note": "instruction order of each computation in the scheduled module"})
+        schedule = {"computations": [c for c in sched if c["instructions"]], "scheduled": opt_module.is_scheduled,
+                    "module": opt_module.name}
+        sched_note = "instruction order of each computation in the scheduled module"
+        if gpu is not None:
+            sched_note = self._gpu_schedule(schedule, opt_module, index, dump_dir)
+        bundle.add("xla.schedule", "Schedule", "XLA", "timeline", schedule, meta={"note": sched_note})
         self._memory_stages(bundle, index, dump_dir, result)
         self._cost_stage(bundle, result)
-        self._code_stages(bundle, index, dump_dir)
+        if gpu is None:
+            self._code_stages(bundle, index, dump_dir)
+        else:
+            self._gpu_code_stages(bundle, index, dump_dir, opt_module, dict(map(tuple, hlo_map(optimized))),
+                                  ctx.workdir)
         graph_drawing.add_graph(bundle, "xla.graph", "HLO graph", "XLA", result["dot"],
                                 meta={"note": "jaxlib._hlo.hlo_module_to_dot_graph of the optimized module's entry "
                                               "computation, laid out by Graphviz"})
@@ -278,6 +328,9 @@ class XlaPipeline(Pipeline):
                     compile_timing[key] = phases[name] / 1e3
         compile_timing["source"] = ("wall time of XLA's compile_and_load; phases from XLA's own trace events "
                                     "(backend includes thunk emission, kernel compile and codegen)")
+        if gpu is not None:
+            compile_timing["source"] = (f"wall time of XLA:GPU's compile for {target} on the host CPU (a compile-only "
+                                        "client); phases where XLA's trace events reached jaxlib's profiler")
         bundle.timing("compile", compile_timing)
         if result.get("run"):
             bundle.timing("run", dict(result["run"], what="the compiled executable, all devices, on random inputs"))
@@ -353,7 +406,13 @@ class XlaPipeline(Pipeline):
 
     def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:
         rows = result.get("cost", [])
-        total = result.get("cost_total", {})
+        total = result.get("cost_total")
+        gpu = result.get("target", "cpu") != "cpu"
+        if total is None:
+            # A compile-only GPU executable has no cost analysis (XLA: "GetCostAnalysis is not supported")
+            total = {"flops": sum(r.get("flops", 0) for r in rows),
+                     "transcendentals": sum(r.get("transcendentals", 0) for r in rows),
+                     "bytes accessed": sum(r.get("bytes_accessed", 0) for r in rows)}
         width = max([len(r["name"]) for r in rows] + [11])
         header = f"{'instruction':<{width}}  {'opcode':<20} {'flops':>14} {'transcend.':>12} {'bytes accessed':>16}"
         out = [header, "-" * len(header)]
@@ -368,11 +427,119 @@ class XlaPipeline(Pipeline):
                    f"{total.get('transcendentals', 0):>12,.0f} {total.get('bytes accessed', 0):>16,.0f}")
         note = ("XLA's HloCostAnalysis (jaxlib hlo_module_cost_analysis) per entry instruction, each run on a module "
                 "holding that instruction alone; the total is the executable's cost_analysis(). Per device.")
+        if gpu:
+            note = ("XLA's HloCostAnalysis (jaxlib hlo_module_cost_analysis, run by the host CPU client: a "
+                    "compile-only GPU executable has no cost analysis) per entry instruction of the GPU-optimized "
+                    "module, each on a module holding that instruction alone; the total is their sum. Per device. "
+                    "The latency-hiding scheduler's own estimates are in the Schedule stage.")
         bundle.add("xla.cost", "Cost analysis", "XLA", "text", "\n".join(out) + "\n",
                    meta={"total": total, "instructions": rows, "note": note})
 
     def _code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str) -> None:
         dump_stages.code_stages(bundle, index, dump_dir)
+
+
+    def _gpu_schedule(self, schedule: dict[str, Any], module: hlo_text.HloText, index: dump_index.DumpIndex,
+                      dump_dir: str) -> str:
+        """Add the latency-hiding scheduler's estimates and each computation's async pairs to the
+        schedule; the stage's note says what the numbers are."""
+        comps = {c.name: c for c in module.computations}
+        estimates: dict[str, Any] = {}
+        if index.schedule:
+            estimates = gpu_schedule.schedule_records(
+                parse_text_proto(_read(os.path.join(dump_dir, index.schedule)), "xla.ScheduleProto"))
+        per_unit = None
+        for comp in schedule["computations"]:
+            if comp["computation"] in comps:
+                comp["async_pairs"] = gpu_schedule.async_pairs(comps[comp["computation"]])
+            lhs = estimates.get(comp["computation"])
+            if not lhs:
+                continue
+            comp["statistics"] = lhs["statistics"]
+            per_unit = lhs.get("cycles_per_microsecond", per_unit)
+            times = {r["name"]: r for r in lhs["instructions"]}
+            for ins in comp["instructions"]:
+                if ins["name"] in times:
+                    ins["start"], ins["end"] = times[ins["name"]]["start"], times[ins["name"]]["end"]
+        unit = f"; cycles_per_microsecond = {per_unit} as XLA dumped it" if per_unit else ""
+        schedule["estimates"] = ("estimated start and end of each instruction from XLA:GPU's latency-hiding "
+                                 f"scheduler ({index.schedule}), in its cost model's cycles{unit}: estimates of the "
+                                 "cost model, not measurements")
+        pairs = sum(len(c.get("async_pairs", [])) for c in schedule["computations"])
+        return (f"the scheduled order of each computation, {pairs} async start/done pair(s) with what was scheduled "
+                f"between them" + ("; the scheduler's estimated timeline from its own dump" if estimates else
+                                   "; XLA dumped no latency-hiding schedule (the scheduler did not run)"))
+
+    def _gpu_code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str,
+                         module: hlo_text.HloText, opt_pairs: dict[int, int], workdir: str) -> None:
+        decisions = gpu_code.fusion_decisions(module)
+        counts: dict[str, int] = {}
+        for d in decisions:
+            counts[d["decision"]] = counts.get(d["decision"], 0) + 1
+        table = gpu_code.render_decisions(decisions)
+        # Table rows (after the header and rule) -> the user's line of each instruction.
+        smap = [[n, opt_pairs[d["line"]]] for n, d in enumerate(decisions, start=3) if d["line"] in opt_pairs]
+        bundle.add("xla.fusions", "Fusion decisions", "XLA", "text", table, source_map=smap,
+                   meta={"fusions": decisions, "counts": counts,
+                         "note": "each fusion and custom call of the optimized module: Triton GEMM fusions with the "
+                                 "tile config in their backend config (autotuning off on a virtual GPU: XLA's "
+                                 "default config), cuBLAS/cuDNN custom calls, and the fusions XLA's own emitters "
+                                 "generate"})
+        for fusion, file in sorted(index.ttir.items())[:MAX_TRITON_FUSIONS]:
+            bundle.add(f"xla.triton:{fusion}.ttir", f"TTIR {fusion}", "Triton", "mlir",
+                       _read(os.path.join(dump_dir, file)), meta={"file": file, "note": "the TTIR XLA generated "
+                                                                  "for this Triton fusion (xla_dump_emitter_re)"})
+            dump = index.triton_passes.get(fusion.replace(".", "_"))
+            if dump:
+                ir = gpu_code.triton_ir(_read(os.path.join(dump_dir, dump)))
+                if ir["ttgir"]:
+                    bundle.add(f"xla.triton:{fusion}.ttgir", f"TTGIR {fusion}", "Triton", "mlir", ir["ttgir"],
+                               meta={"file": dump, "passes": ir["passes"],
+                                     "note": "the module before its lowering to LLVM, from XLA's per-pass dump of "
+                                             "the Triton pipeline"})
+
+        def number(key: str) -> tuple[int, str]:
+            return (int(key), key) if key.isdigit() else (1 << 30, key)
+
+        for key in sorted(index.llvm_ir, key=number)[:MAX_KERNEL_STAGES]:
+            file = index.llvm_ir[key]
+            bundle.add(f"xla.llvm_ir:{key}", f"LLVM IR {key}", "Code", "llvm", _read(os.path.join(dump_dir, file)),
+                       meta={"file": file, "note": "one of the LLVM modules XLA:GPU compiled, after LLVM optimization"})
+        ptxas = None
+        if index.debug_options:
+            options_text = _read(os.path.join(dump_dir, index.debug_options))
+            bundle.add("xla.debug_options", "DebugOptions", "XLA", "text", options_text,
+                       meta={"file": index.debug_options, "note": "the DebugOptions fields XLA:GPU compiled with that "
+                                                                  "differ from their defaults, as XLA dumped them"})
+            data_dir = gpu_code.cuda_data_dir(options_text)
+            if data_dir and os.access(os.path.join(data_dir, "bin", "ptxas"), os.X_OK):
+                ptxas = os.path.join(data_dir, "bin", "ptxas")
+        modules = []
+        for key in sorted(index.ptx, key=number)[:MAX_KERNEL_STAGES]:
+            file = index.ptx[key]
+            ptx = _read(os.path.join(dump_dir, file))
+            if not ptx.strip():
+                continue  # the constants module has no code
+            bundle.add(f"xla.ptx:{key}", f"PTX {key}", "Code", "ptx", ptx,
+                       meta={"file": file, "target": gpu_code.ptx_target(ptx)})
+            modules.append((key, file, ptx))
+        sass_parts = []
+        if ptxas and modules:
+            bundle.progress("assembling and disassembling XLA's PTX")
+            # ptxas and nvdisasm are processes: one per core at a time
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                listings = list(pool.map(lambda m: gpu_code.sass_of_ptx(m[2], ptxas, workdir), modules))
+            sass_parts = [f"// ===== PTX {key} ({file}): {ran}\n{sass}"
+                          for (key, file, _), (sass, ran) in zip(modules, listings)]
+        if sass_parts:
+            text = "\n".join(sass_parts)
+            if len(text) > MAX_ASM_BYTES:
+                text = text[:MAX_ASM_BYTES] + "\n[irscope: disassembly cut]\n"
+            bundle.add("xla.sass", "SASS", "Code", "sass", text,
+                       meta={"ptxas": ptxas, "modules": len(sass_parts),
+                             "note": "XLA's dumped PTX assembled by the ptxas XLA used (xla_gpu_cuda_data_dir) for "
+                                     "the PTX's own .target, listed by nvdisasm from the Triton wheel; XLA does not "
+                                     "dump its cubin"})
 
 
 class HloPipeline(XlaPipeline):
