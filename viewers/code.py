@@ -1,7 +1,8 @@
 """Source text -> highlighted HTML, one element per line, with line numbers and source-map colours.
 
 Each line is `<span class="ln" data-line="N" data-src="M">` where M is the user's source line the
-artifact line came from (absent when unknown); the page's script tints and links lines by it.
+artifact line came from (absent when unknown); the page's script tints and links lines by it. In an
+artifact with a source map, each line also shows M beside its number (`.src-ref`).
 """
 from __future__ import annotations
 
@@ -43,6 +44,16 @@ def highlighted_lines(text: str, lexer_name: str) -> list[str]:
     return [pygments_format(tokens, _FORMATTER).rstrip("\n") for tokens in lines]
 
 
+def _source_ref(sources: list[int] | None) -> str:
+    """The source line a linked line came from, as text beside its number (links are not shown by
+    colour alone), read out as "from source line N"; an empty column on lines without one."""
+    if not sources:
+        return '<span class="src-ref"></span>'
+    names = ", ".join(map(str, sources))
+    return (f'<span class="src-ref" title="from source line{"s" if len(sources) > 1 else ""} {names}">'
+            f'<span class="sr-only">from source line </span>{sources[0]}</span>')
+
+
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
            max_lines: int = 20000) -> str:
     """Highlighted, numbered lines. `source_map` pairs (artifact line, source line), 1-based; an
@@ -58,7 +69,7 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
         sources = by_line.get(number)
         attrs = f' data-src="{sources[0]}" data-srcs="{" ".join(map(str, sources))}"' if sources else ""
         rows.append(f'<span class="ln" data-line="{number}"{attrs}><span class="no">{number}</span>'
-                    f'<span class="tx">{html}</span></span>')
+                    f'{_source_ref(sources) if by_line else ""}<span class="tx">{html}</span></span>')
     note = (f'<p class="truncated">showing the first {max_lines} of {len(all_lines)} lines; '
             f'the raw text has all of them</p>') if truncated else ""
     return f'<pre class="code highlight" data-lexer="{escape(lexer_name)}">{"".join(rows)}</pre>{note}'
