@@ -13,7 +13,7 @@ from app import lessons as lesson_files
 from app import services
 from app.api import _error
 from app.examples import changed_options, offered, refused_page
-from app.http_policy import client_address, rate_limit
+from app.http_policy import client_address, embeddable, rate_limit
 from app.ide import form_options
 from compiler.jobs import QueueFull, RequestError
 from compiler.model import Request
@@ -134,7 +134,9 @@ def create_from_form():
 
 @bp.get("/c/<comparison_id>")
 def page(comparison_id: str):
-    return render_template("compare.html", embed=request.args.get("embed") == "1", **_context(comparison_id))
+    embed = request.args.get("embed") == "1"
+    body = render_template("compare.html", embed=embed, **_context(comparison_id))
+    return embeddable(body) if embed else body
 
 
 @bp.get("/c/<comparison_id>.json")
