@@ -119,11 +119,13 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.extensions["irscope"] = Services(settings=values, store=store, jobs=jobs, runner=runner,
                                                sandboxed=use_bwrap, refusal=refusal)
 
-    from app import api, ide, imports, permalinks
+    from app import api, compare, examples, ide, imports, permalinks
     flask_app.register_blueprint(api.bp)
     flask_app.register_blueprint(ide.bp)
     flask_app.register_blueprint(permalinks.bp)
     flask_app.register_blueprint(imports.bp)
+    flask_app.register_blueprint(examples.bp)
+    flask_app.register_blueprint(compare.bp)
     return flask_app
 
 

@@ -6,7 +6,7 @@ import math
 import time
 from typing import Any
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, make_response, request
 from limits import parse
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
@@ -47,18 +47,35 @@ def init_app(app: Flask, values: dict[str, Any]) -> None:
     app.config["MAX_CONTENT_LENGTH"] = int(values["max_request_kb"]) * 1024
     app.extensions["irscope.rate_limit"] = CompileRateLimit(str(values["rate_limit"]))
 
+    ancestors = str(values["embed_frame_ancestors"]).strip() or "'none'"
+    if any(c in ancestors for c in ";,\r\n"):
+        raise ValueError(f"embed_frame_ancestors must be one CSP source list, not {ancestors!r}")
+    app.config["IRSCOPE_EMBED_FRAME_ANCESTORS"] = ancestors
+
     @app.after_request
     def headers(response):
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault("X-Frame-Options", "DENY")
+        if "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]:
+            response.headers.setdefault("X-Frame-Options", "DENY")
         return response
 
     @app.errorhandler(413)
     def too_large(_e):
         message = (f"the request body is larger than {values['max_request_kb']} KiB (setting max_request_kb)")
         return jsonify({"error": {"kind": "RequestTooLarge", "message": message, "line": None}}), 413
+
+
+def embeddable(body: str) -> Response:
+    """A `?embed=1` page (slides): the same policy, except that the origins of the setting
+    embed_frame_ancestors may show it in a frame. It is read-only: no top bar, no compile."""
+    from flask import current_app
+    ancestors = current_app.config["IRSCOPE_EMBED_FRAME_ANCESTORS"]
+    response = make_response(body)
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY.replace(
+        "frame-ancestors 'none'", f"frame-ancestors {ancestors}")
+    return response
 
 
 def rate_limit() -> CompileRateLimit:

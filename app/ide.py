@@ -10,7 +10,9 @@ from flask import Blueprint, abort, render_template, request
 
 import viewers
 from app import services
-from app.http_policy import client_address, rate_limit
+from app.examples import offered
+from app.lessons import for_request
+from app.http_policy import client_address, embeddable, rate_limit
 from compiler import registry
 from compiler.jobs import QueueFull, RequestError
 from compiler.store import Job
@@ -62,9 +64,14 @@ def render_ide(job: Job | None = None, link_id: str | None = None, language: str
     current = registry.get(job.request.language if job else (language or langs[0].key))
     options = dict(job.request.options) if job else {o.name: o.default for o in current.options}
     bar = _bar_context(job) if job else {"job": None}
-    return render_template("ide.html", languages=langs, current=current, options=options,
+    lessons = offered()
+    lesson, side = (for_request(lessons, job.request) if job else None) or (None, None)
+    embed = request.args.get("embed") == "1"
+    page = render_template("ide.html", languages=langs, current=current, options=options,
                            source=job.request.source if job else current.example, link_id=link_id,
-                           refusal=services().refusal, examples={p.key: p.example for p in langs}, **bar, **extra)
+                           refusal=services().refusal, examples={p.key: p.example for p in langs},
+                           lessons=lessons, lesson=lesson, lesson_side=side, embed=embed, **bar, **extra)
+    return embeddable(page) if embed else page
 
 
 @bp.get("/")
@@ -83,7 +90,7 @@ def job_page(job_id: str):
     return render_ide(job)
 
 
-def _form_options(language: str) -> dict:
+def form_options(language: str) -> dict:
     """Options from the IDE form: fields named opt.<name>; checkboxes send true when ticked."""
     pipeline = registry.get(language)
     out = {}
@@ -107,7 +114,7 @@ def compile_form():
     language = request.form.get("language", "")
     try:
         req = svc.jobs.parse({"language": language, "source": request.form.get("source", ""),
-                              "options": _form_options(language) if language in svc.jobs.config.languages else {}})
+                              "options": form_options(language) if language in svc.jobs.config.languages else {}})
     except RequestError as e:
         return render_template("_results.html", job=None, form_error=str(e))
     try:

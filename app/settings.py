@@ -87,6 +87,11 @@ SETTINGS: tuple[Setting, ...] = (
                                            "decompression bomb)."),
     Setting("import_max_files", 2000, "Most files and directories an uploaded archive may hold."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
+    Setting("examples_dir", "", "Directory of the examples gallery's lessons (one `<slug>/lesson.toml` each); "
+                                "empty: the repository's `examples/`."),
+    Setting("embed_frame_ancestors", "*", "Who may show `?embed=1` pages in a frame (slides): a CSP "
+                                          "frame-ancestors source list; `'none'` forbids it. Other pages are "
+                                          "never framed."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
     Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),
     Setting("web_processes", 1, "Web server processes; the embedded store and worker pool need exactly 1 (more "

@@ -124,3 +124,9 @@ class Jobs:
         always give the same link; the first job stored under an id stays its answer."""
         link_id = _short_id(job.request.digest(), length)
         return self.store.create_shortlink(link_id, job.id)
+
+    def comparison(self, a: Job, b: Job, length: int = 8) -> str:
+        """The id of a comparison of two jobs (/c/<id>): derived from both requests in order, so
+        the same pair always gives the same id; the first jobs stored under it stay its answer."""
+        digest = hashlib.sha256(f"compare:{a.request.digest()}:{b.request.digest()}".encode()).hexdigest()
+        return self.store.create_comparison(_short_id(digest, length), a.id, b.id)

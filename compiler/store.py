@@ -67,6 +67,15 @@ class ShortlinkRow(Base):
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
 
 
+class ComparisonRow(Base):
+    """Two jobs side by side (/c/<id>): immutable, like a short link."""
+    __tablename__ = "comparisons"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    job_a: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    job_b: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
+
+
 @dataclass
 class Job:
     """A job as the rest of irscope sees it (stage texts are fetched separately)."""
@@ -243,3 +252,20 @@ class Store:
         with self._session() as s:
             row = s.get(ShortlinkRow, link_id)
             return row.job_id if row else None
+
+    # --- comparisons -------------------------------------------------------------------------
+    def create_comparison(self, comparison_id: str, job_a: str, job_b: str) -> str:
+        """Store `comparison_id` -> (job A, job B) unless the id exists already: like short links,
+        a comparison once made always shows the jobs it was made for."""
+        try:
+            with self._lock, self._session.begin() as s:
+                if s.get(ComparisonRow, comparison_id) is None:
+                    s.add(ComparisonRow(id=comparison_id, job_a=job_a, job_b=job_b))
+        except IntegrityError:
+            pass
+        return comparison_id
+
+    def comparison_jobs(self, comparison_id: str) -> tuple[str, str] | None:
+        with self._session() as s:
+            row = s.get(ComparisonRow, comparison_id)
+            return (row.job_a, row.job_b) if row else None

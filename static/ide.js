@@ -1,6 +1,8 @@
 /* The IDE's behaviour: the editor, compile on Ctrl+Enter, the stage tab bar (a WAI-ARIA tablist),
-   live updates of a running job, source-line linking, share. No inline script anywhere: the page's
-   data comes from the JSON block #irscope-data, so it runs under a strict Content-Security-Policy. */
+   live updates of a running job, source-line linking, the open stage and line in the address
+   (#stage=<key>&line=<n>), share. No inline script anywhere: the page's data comes from the JSON
+   block #irscope-data, so it runs under a strict Content-Security-Policy. Resizable panes and the
+   stages kept beside the open one are static/panes.js. */
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("irscope-data").textContent);
@@ -9,6 +11,7 @@
   var languageSelect = document.getElementById("language");
   var editor = CodeMirror.fromTextArea(textarea, {
     lineNumbers: true, mode: textarea.dataset.mode || "python", indentUnit: 4,
+    readOnly: data.embed ? true : false,  // ?embed=1 (slides): shown, not edited
     gutters: ["CodeMirror-linenumbers", "error-gutter"],
     extraKeys: {
       "Ctrl-Enter": compile, "Cmd-Enter": compile,
@@ -21,7 +24,7 @@
   var opened = false;        // a stage was opened (by the user or by autoOpen) for the job shown
   var markedLines = [], errorLine = null, hotLines = [];
 
-  function compile() { htmx.trigger(form, "submit"); }
+  function compile() { if (!data.embed) { htmx.trigger(form, "submit"); } }
   document.addEventListener("keydown", function (e) {
     // inside the editor CodeMirror's own Ctrl-Enter binding has compiled already
     if (e.defaultPrevented || editor.hasFocus()) { return; }
@@ -99,7 +102,7 @@
   });
   document.addEventListener("click", function (e) {
     var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");
-    if (el) {
+    if (el && !e.target.closest(".no")) {
       var line = parseInt(el.dataset.src, 10);
       editor.scrollIntoView({line: line - 1, ch: 0}, 80);
       editor.setCursor({line: line - 1, ch: 0});
@@ -110,6 +113,7 @@
     if (tab) {
       activeKey = tab.dataset.key; opened = true; markActive();
       document.getElementById("pane").setAttribute("aria-label", tab.textContent.trim());
+      setAddress(activeKey, null);
     }
   });
   editor.getWrapperElement().addEventListener("mousemove", function (e) {
@@ -154,6 +158,7 @@
     htmx.ajax("GET", select.options[select.selectedIndex].dataset.url, {source: select, target: pane, swap: "innerHTML"});
     pane.setAttribute("aria-label", select.options[select.selectedIndex].textContent);
     markActive();
+    setAddress(activeKey, null);
   }
   document.addEventListener("keydown", function (e) {
     var bar = tabBar();
@@ -179,24 +184,18 @@
     var state = document.querySelector("#results .status .state");
     return state ? state.dataset.status : null;
   }
-  function autoOpen() {
-    // Opens one stage by itself, once per job shown; never replaces a pane already chosen.
-    var pane = document.getElementById("pane");
-    if (opened || !pane || pane.querySelector(".artifact")) { return; }
+  function offeredStages() {
     // every stage on offer: tabs, and entries of the lists that large groups become
-    var offered = Array.prototype.slice.call(document.querySelectorAll(
+    return Array.prototype.slice.call(document.querySelectorAll(
       "#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=''])"));
-    function keyOf(el) { return el.dataset.key || el.value; }
-    var pick = null;
-    preferred.some(function (p) {
-      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0; })[0];
-      return pick;
-    });
-    var status = jobStatus();
-    if (!pick && (status === "done" || status === "failed")) {
-      pick = offered.filter(function (el) { return keyOf(el) !== "source"; })[0] || offered[0];
-    }
-    if (!pick) { return; }
+  }
+  function keyOf(el) { return el.dataset.key || el.value; }
+  function findStage(offered, key) {
+    // a key, or a key without its :qualifier (the first stage of that kind), as the store reads it
+    return offered.filter(function (el) { return keyOf(el) === key; })[0] ||
+      (key.indexOf(":") < 0 ? offered.filter(function (el) { return keyOf(el).indexOf(key + ":") === 0; })[0] : null);
+  }
+  function openStage(pick) {
     opened = true;
     activeKey = keyOf(pick);
     if (pick.tagName === "OPTION") {
@@ -207,6 +206,29 @@
       htmx.trigger(pick, "click");
     }
     markActive();
+  }
+  function autoOpen() {
+    // Opens one stage by itself, once per job shown; never replaces a pane already chosen. The
+    // stage the address names comes first (once the job has it; a running job may not yet).
+    var pane = document.getElementById("pane");
+    if (opened || !pane || pane.querySelector(".artifact")) { return; }
+    var offered = offeredStages();
+    var pick = null;
+    var status = jobStatus();
+    if (wanted && wanted.stage) {
+      pick = findStage(offered, wanted.stage);
+      if (!pick && status !== "done" && status !== "failed") { return; }
+      if (!pick) { wanted = null; }
+    }
+    if (!pick) { preferred.some(function (p) {
+      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0; })[0];
+      return pick;
+    }); }
+    if (!pick && (status === "done" || status === "failed")) {
+      pick = offered.filter(function (el) { return keyOf(el) !== "source"; })[0] || offered[0];
+    }
+    if (!pick) { return; }
+    openStage(pick);
   }
   function showErrorLine() {
     // true when the error line changed (the editor's marks then need painting again)
@@ -232,8 +254,14 @@
     markActive();
     var bar = document.getElementById("job-bar");
     var share = document.getElementById("share");
-    if (bar) { share.disabled = false; share.dataset.job = bar.dataset.job; }
+    if (bar) {
+      share.disabled = false; share.dataset.job = bar.dataset.job;
+      var compareLink = document.getElementById("compare-link");
+      compareLink.href = "/compare?job=" + encodeURIComponent(bar.dataset.job);
+      compareLink.removeAttribute("aria-disabled");
+    }
     autoOpen();
+    showWantedLine();
   }
 
   // --- live updates -------------------------------------------------------------------------------
@@ -251,7 +279,7 @@
   document.body.addEventListener("htmx:afterSettle", function (e) {
     var target = e.detail.target;
     var results = target && target.id === "results";
-    if (results) { opened = false; activeKey = null; errorLine = -1; }
+    if (results) { opened = false; activeKey = null; errorLine = -1; wanted = null; }
     refresh(results || !!(target && target.closest && target.closest(".pane")));
     if (focusedKey && (document.activeElement === document.body || !document.activeElement)) {
       // a group that became a list took the focused tab with it: give the focus to the list
@@ -275,12 +303,75 @@
     fetch("/api/shortlinks", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({job: job})})
       .then(function (r) { return r.json(); })
       .then(function (body) {
-        var url = location.origin + body.url;
+        var url = location.origin + body.url + location.hash;  // the open stage and line go along
         var out = document.getElementById("share-url");
         out.value = url; out.select();
         if (navigator.clipboard) { navigator.clipboard.writeText(url).catch(function () {}); }
       });
   });
+  // --- the address: the open stage and the picked line in the URL --------------------------------
+  // /z/<id>#stage=<key>&line=<n> opens that stage and scrolls to and marks that line; opening a
+  // stage or clicking a line number writes the address (replaceState: no history entry, no load).
+  function readAddress() {
+    var params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    var line = parseInt(params.get("line") || "", 10);
+    return params.get("stage") ? {stage: params.get("stage"), line: isNaN(line) ? null : line} : null;
+  }
+  var wanted = readAddress();  // what the address asks for, until it is shown
+  function setAddress(key, line) {
+    var hash = "#stage=" + encodeURIComponent(key) + (line ? "&line=" + line : "");
+    if (location.hash !== hash) { history.replaceState(history.state, "", location.pathname + location.search + hash); }
+  }
+  function pickLine(pane, line, scroll) {
+    pane.querySelectorAll("pre.code .ln.picked").forEach(function (el) {
+      el.classList.remove("picked"); el.removeAttribute("aria-current");
+    });
+    var el = pane.querySelector('pre.code .ln[data-line="' + line + '"]');
+    if (!el) { return null; }
+    el.classList.add("picked");
+    el.setAttribute("aria-current", "location");
+    if (scroll) { el.scrollIntoView({block: "center"}); }
+    return el;
+  }
+  function showWantedLine() {
+    if (!wanted) { return; }
+    var art = document.querySelector("#pane .artifact");
+    if (!art) { return; }
+    var key = art.dataset.key;
+    if (key !== wanted.stage && key.indexOf(wanted.stage + ":") !== 0) { return; }
+    if (wanted.line) { pickLine(document.getElementById("pane"), wanted.line, true); }
+    setAddress(key, wanted.line);  // the address names the stage by its whole key from now on
+    wanted = null;
+  }
+  document.addEventListener("click", function (e) {
+    var no = e.target.closest && e.target.closest("#results .pane pre.code .ln .no");
+    if (!no) { return; }
+    var pane = no.closest(".pane"), ln = no.closest(".ln"), art = no.closest(".artifact");
+    var line = parseInt(ln.dataset.line, 10);
+    pickLine(pane, line, false);
+    if (art && pane.id === "pane") { setAddress(art.dataset.key, line); }
+  });
+  window.addEventListener("hashchange", function () {
+    // a link to #stage=... on this page (the lesson note): open that stage, then its line
+    wanted = readAddress();
+    if (!wanted) { return; }
+    var pick = findStage(offeredStages(), wanted.stage);
+    var art = document.querySelector("#pane .artifact");
+    if (art && (art.dataset.key === wanted.stage || art.dataset.key.indexOf(wanted.stage + ":") === 0)) {
+      showWantedLine();
+    } else if (pick) {
+      openStage(pick);
+    }
+  });
+
+  // --- the lessons menu: a lesson opens at its permalink -----------------------------------------
+  var lessonMenu = document.getElementById("lesson-menu");
+  if (lessonMenu) {
+    lessonMenu.addEventListener("change", function () {
+      if (lessonMenu.value) { location.assign(lessonMenu.value); }
+    });
+  }
+
   // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);
   // the first refresh may click a tab, so it waits for that.
   document.addEventListener("DOMContentLoaded", function () { refresh(true); });

@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -142,3 +143,52 @@ def take_background(request, start: Callable[[str], Background], tmp_path_factor
     started = getattr(request.config, "irscope_background", {})
     job = started.pop(request.module.__name__, None) or start(str(tmp_path_factory.mktemp("background")))
     return job.finish()
+
+
+# --- the examples gallery's lessons, compiled once per session -------------------------------------
+
+ALL_LANGUAGES = "pytorch,triton,hlo,stablehlo,jax"
+
+
+@dataclass
+class LessonJobs:
+    """Every lesson of examples/ (and its compare variant) compiled by one app in the real sandbox.
+    `ids[(slug, "a" | "b")]` is the job; the app stays up for the session (its client answers the
+    gallery, permalink and comparison routes), and `data_dir` is its store, which a server started
+    on the same directory answers every lesson from."""
+
+    app: object
+    data_dir: str
+    ids: dict
+
+    @property
+    def client(self):
+        return self.app.test_client()
+
+    @property
+    def store(self):
+        return self.app.extensions["irscope"].store
+
+
+@pytest.fixture(scope="session")
+def lesson_jobs(tmp_path_factory, pytorch_toolchain_cache) -> LessonJobs:
+    from app import lessons
+    # IRSCOPE_TEST_LESSON_STORE: a directory kept between runs (while writing a lesson or a page
+    # test): its store answers every lesson compiled there before, and only new ones compile.
+    kept = os.environ.get("IRSCOPE_TEST_LESSON_STORE")
+    base = Path(kept) if kept else tmp_path_factory.mktemp("lessons")
+    if not os.path.isdir(base / "var" / "toolchain"):
+        seed_toolchain_cache(pytorch_toolchain_cache, str(base / "var"))
+    app = make_app(base, languages=ALL_LANGUAGES, workers=2, warm_toolchain_cache=True, rate_limit="",
+                   max_queued_jobs=0, wall_time_limit_s=600)
+    svc = app.extensions["irscope"]
+    ids = {}
+    for lesson in lessons.load():
+        sides = [("a", lesson.request)] + ([("b", lesson.compare.request)] if lesson.compare else [])
+        for side, request in sides:
+            ids[(lesson.slug, side)] = svc.jobs.submit(request)[0].id
+    client = app.test_client()
+    for job_id in ids.values():  # every job ends before anyone reads the store (or serves it)
+        wait_job(client, job_id, timeout=1800)
+    yield LessonJobs(app=app, data_dir=str(base / "var"), ids=ids)
+    svc.runner.shutdown()

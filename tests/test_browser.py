@@ -486,7 +486,8 @@ def test_share_opens_a_permalink_with_the_same_stages(watched):
     page.click("#share")
     page.wait_for_function("() => document.getElementById('share-url').value.includes('/z/')")
     url = page.input_value("#share-url")
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/z/\w+", url)
+    # the open stage goes along in the address (#stage=<key>)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/z/\w+#stage=[\w.%-]+", url), url
     page.goto(url)
     assert page.get_attribute("#job-bar", "data-job") == job_id
     assert tab_keys(page) == keys and editor_text(page) == source

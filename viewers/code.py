@@ -4,6 +4,7 @@ Each line is `<span class="ln" data-line="N" data-src="M">` where M is the user'
 artifact line came from (absent when unknown); the page's script tints and links lines by it. IR
 stages also carry `data-locs`: the compiler's own location chains of the line (stage meta
 `ir_locations`, compiler/formats.py), by which static/ir-links.js links lines of two IR stages.
+In an artifact with a source map, each line also shows M beside its number (`.src-ref`).
 """
 from __future__ import annotations
 
@@ -72,6 +73,16 @@ def _links_summary(located: int, links: object) -> str:
             'light the lines it came from or became in the stages open beside.</p>')
 
 
+def _source_ref(sources: list[int] | None) -> str:
+    """The source line a linked line came from, as text beside its number (links are not shown by
+    colour alone), read out as "from source line N"; an empty column on lines without one."""
+    if not sources:
+        return '<span class="src-ref"></span>'
+    names = ", ".join(map(str, sources))
+    return (f'<span class="src-ref" title="from source line{"s" if len(sources) > 1 else ""} {names}">'
+            f'<span class="sr-only">from source line </span>{sources[0]}</span>')
+
+
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
            max_lines: int = 20000, ir_locations: object = None, ir_links: object = None) -> str:
     """Highlighted, numbered lines. `source_map` pairs (artifact line, source line), 1-based; an
@@ -92,7 +103,7 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
         if number in locations:
             attrs += f' data-locs="{escape(" ".join(locations[number]))}"'
         rows.append(f'<span class="ln" data-line="{number}"{attrs}><span class="no">{number}</span>'
-                    f'<span class="tx">{html}</span></span>')
+                    f'{_source_ref(sources) if by_line else ""}<span class="tx">{html}</span></span>')
     note = (f'<p class="truncated">showing the first {max_lines} of {len(all_lines)} lines; '
             f'the raw text has all of them</p>') if truncated else ""
     located = f' data-ir-files="{escape(files)}"' if locations else ""

@@ -1,0 +1,218 @@
+"""Two jobs side by side: the same source with two option sets, or two sources. A comparison is
+stored (/c/<id>, immutable like /z/<id>); its page diffs any stage of job A against any stage of
+job B with the diff viewer, shows both renderings side by side, and puts the timings next to each
+other."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, abort, jsonify, redirect, render_template, request
+
+import viewers
+from app import lessons as lesson_files
+from app import services
+from app.api import _error
+from app.examples import changed_options, offered, refused_page
+from app.http_policy import client_address, embeddable, rate_limit
+from app.ide import form_options
+from compiler.jobs import QueueFull, RequestError
+from compiler.model import Request
+from compiler.store import Job
+from viewers import compare as compare_viewer
+from viewers import diff as diff_viewer
+
+bp = Blueprint("compare", __name__)
+
+# The stage a comparison opens first when no lesson names one: the first of these both jobs have.
+PREFERRED = ("inductor.output_code", "aoti.wrapper", "triton.ttgir", "triton.ptx", "xla.optimized", "xla.spmd",
+             "dynamo.fx_graph", "fake.lines")
+
+
+def _jobs(comparison_id: str) -> tuple[Job, Job]:
+    svc = services()
+    ids = svc.store.comparison_jobs(comparison_id)
+    a = svc.store.get_job(ids[0]) if ids else None
+    b = svc.store.get_job(ids[1]) if ids else None
+    if a is None or b is None:
+        abort(404, f"no comparison {comparison_id!r}")
+    return a, b
+
+
+def _resolve(job: Job, key: str) -> str | None:
+    """A stage key of `job`: `key` itself, or the first stage of its kind when it has no qualifier."""
+    keys = [s.key for s in job.stages]
+    if key in keys:
+        return key
+    return next((k for k in keys if ":" not in key and k.startswith(key + ":")), None)
+
+
+def default_stages(a: Job, b: Job, lesson: lesson_files.Lesson | None) -> tuple[str | None, str | None]:
+    """The pair of stages a comparison shows first: the lesson's, else the first kind both have."""
+    if lesson is not None and lesson.compare is not None:
+        found = _resolve(a, lesson.compare.stage), _resolve(b, lesson.compare.stage_b)
+        if all(found):
+            return found
+    for kind in PREFERRED:
+        found = _resolve(a, kind), _resolve(b, kind)
+        if all(found):
+            return found
+    common = [s.key for s in a.stages if s.key in {t.key for t in b.stages} and s.key != "source"]
+    if common:
+        return common[0], common[0]
+    return (a.stages[0].key if a.stages else None), (b.stages[0].key if b.stages else None)
+
+
+def _differences(a: Request, b: Request) -> list[tuple[str, Any, Any]]:
+    """What the two requests set differently: language, source, each option."""
+    out = []
+    if a.language != b.language:
+        out.append(("language", a.language, b.language))
+    if a.source != b.source:
+        out.append(("source", f"{a.source.count(chr(10)) + 1} lines", f"{b.source.count(chr(10)) + 1} lines"))
+    for name in dict.fromkeys([*a.options, *b.options]):
+        if a.options.get(name) != b.options.get(name):
+            out.append((name, a.options.get(name), b.options.get(name)))
+    return out
+
+
+def _context(comparison_id: str) -> dict[str, Any]:
+    a, b = _jobs(comparison_id)
+    lesson = lesson_files.for_pair(offered(), a.request, b.request)
+    stage_a, stage_b = default_stages(a, b, lesson)
+    return {"cid": comparison_id, "a": a, "b": b, "lesson": lesson, "stage_a": stage_a, "stage_b": stage_b,
+            "differences": _differences(a.request, b.request), "finished": a.finished and b.finished,
+            "poll_ms": services().settings["poll_interval_ms"],
+            "source_diff": diff_viewer.render(a.request.source, b.request.source, "A: source", "B: source")
+            if a.request.source != b.request.source else "",
+            "timings": compare_viewer.timings(a.timings, b.timings)}
+
+
+def create(a: Job, b: Job) -> str:
+    return services().jobs.comparison(a, b)
+
+
+def _submit_pair(req_a: Request | Job, req_b: Request | Job) -> tuple[Job, Job]:
+    jobs = services().jobs
+    return tuple(r if isinstance(r, Job) else jobs.submit(r)[0] for r in (req_a, req_b))  # type: ignore[return-value]
+
+
+# --- the page ---------------------------------------------------------------------------------------
+@bp.get("/compare")
+def new_form():
+    """"Compare with…": job A as it is, and a form for job B (A's source and options to change)."""
+    job = services().store.get_job(request.args.get("job", ""))
+    if job is None:
+        abort(404, f"no job {request.args.get('job')!r}")
+    from compiler import registry
+    return render_template("compare_new.html", job=job, current=registry.get(job.request.language),
+                           options=dict(job.request.options), changed=changed_options(job.request))
+
+
+@bp.post("/compare")
+def create_from_form():
+    svc = services()
+    if svc.refusal:
+        return refused_page(svc.refusal, 503)
+    a = svc.store.get_job(request.form.get("job", ""))
+    if a is None:
+        abort(404, f"no job {request.form.get('job')!r}")
+    limited = rate_limit().refuse(client_address())
+    if limited:
+        return refused_page(limited[0], 429)
+    language = a.request.language
+    source = request.form.get("source")
+    try:
+        req_b = svc.jobs.parse({"language": language, "source": a.request.source if source is None else source,
+                                "options": form_options(language)})
+        a, b = _submit_pair(a, req_b)
+    except RequestError as e:
+        return refused_page(str(e), 400)
+    except QueueFull as e:
+        return refused_page(str(e), 429)
+    return redirect(f"/c/{create(a, b)}", code=303)
+
+
+@bp.get("/c/<comparison_id>")
+def page(comparison_id: str):
+    embed = request.args.get("embed") == "1"
+    body = render_template("compare.html", embed=embed, **_context(comparison_id))
+    return embeddable(body) if embed else body
+
+
+@bp.get("/c/<comparison_id>.json")
+def as_json(comparison_id: str):
+    a, b = _jobs(comparison_id)
+    return jsonify({"id": comparison_id, "a": a.to_json(), "b": b.to_json()})
+
+
+@bp.get("/c/<comparison_id>/status")
+def status(comparison_id: str):
+    """Asked while either job runs: both status lines; once both ended, the page loads again
+    (with the stage pickers and timings of the finished jobs)."""
+    context = _context(comparison_id)
+    headers = {"HX-Refresh": "true"} if context["finished"] else {}
+    return render_template("_compare_status.html", **context), 200, headers
+
+
+@bp.get("/c/<comparison_id>/diff")
+def diff(comparison_id: str):
+    """Stage `a` of job A against stage `b` of job B: a unified diff (`view=diff`) or both
+    rendered next to each other (`view=side`)."""
+    job_a, job_b = _jobs(comparison_id)
+    store = services().store
+    found_a = store.stage_text(job_a.id, request.args.get("a", ""))
+    found_b = store.stage_text(job_b.id, request.args.get("b", ""))
+    if found_a is None or found_b is None:
+        missing = ("A", request.args.get("a")) if found_a is None else ("B", request.args.get("b"))
+        abort(404, f"job {missing[0]} has no stage {missing[1]!r}")
+    (stage_a, text_a), (stage_b, text_b) = found_a, found_b
+    view = request.args.get("view", "diff")
+    if view == "side":
+        bodies = [viewers.render(s.format, t, {"source_map": s.source_map, **s.meta})
+                  for s, t in ((stage_a, text_a), (stage_b, text_b))]
+        return render_template("_compare_side.html", stages=(stage_a, stage_b), bodies=bodies,
+                               jobs=(job_a, job_b))
+    body = diff_viewer.render(text_a, text_b, f"A: {stage_a.key}", f"B: {stage_b.key}")
+    return render_template("_compare_diff.html", stage_a=stage_a, stage_b=stage_b, body=body,
+                           same=text_a == text_b)
+
+
+# --- the JSON API -----------------------------------------------------------------------------------
+@bp.post("/api/comparisons")
+def api_create():
+    """Body `{"a": side, "b": side}`, each side a request (`language`, `source`, `options`) or
+    `{"job": id}` of a stored job."""
+    svc = services()
+    if svc.refusal:
+        return _error(503, svc.refusal, "SandboxUnavailable")
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or not isinstance(body.get("a"), dict) or not isinstance(body.get("b"), dict):
+        return _error(400, "the body must be {\"a\": ..., \"b\": ...}, each a request or {\"job\": id}")
+    sides: list[Request | Job] = []
+    for name in ("a", "b"):
+        side = body[name]
+        if "job" in side:
+            job = svc.store.get_job(str(side["job"]))
+            if job is None:
+                return _error(404, f"{name}: no job {side['job']!r}", "NotFound")
+            sides.append(job)
+        else:
+            try:
+                sides.append(svc.jobs.parse(side))
+            except RequestError as e:
+                return _error(400, f"{name}: {e}")
+    if not all(isinstance(s, Job) for s in sides):
+        limited = rate_limit().refuse(client_address())
+        if limited:
+            response, code = _error(429, limited[0], "RateLimited")
+            response.headers["Retry-After"] = str(limited[1])
+            return response, code
+    try:
+        a, b = _submit_pair(*sides)
+    except QueueFull as e:
+        response, code = _error(429, str(e), "QueueFull")
+        response.headers["Retry-After"] = "60"
+        return response, code
+    comparison_id = create(a, b)
+    return jsonify({"id": comparison_id, "url": f"/c/{comparison_id}", "a": a.id, "b": b.id,
+                    "status": [a.status, b.status]}), (200 if a.finished and b.finished else 202)
