@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, jsonify, request
 from limits import parse
-from limits.storage import MemoryStorage
+from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 # No inline script or style, nothing from elsewhere, no plugins, no <base>, not framed.
@@ -20,13 +20,15 @@ RAW_TEXT_POLICY = "default-src 'none'; sandbox"
 
 
 class CompileRateLimit:
-    """At most `rate` compile requests per client address (a moving window, in memory: the
-    embedded server is one process)."""
+    """At most `rate` compile requests per client address (a moving window). The embedded server
+    is one process and counts in memory; the web processes of the worker tier count together in
+    the broker's Redis."""
 
-    def __init__(self, rate: str):
+    def __init__(self, rate: str, shared_storage_url: str = ""):
         self.item = parse(rate) if rate.strip() else None
         self.rate = rate.strip()
-        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+        storage = storage_from_string(shared_storage_url) if shared_storage_url else MemoryStorage()
+        self._limiter = MovingWindowRateLimiter(storage)
 
     def refuse(self, client: str) -> tuple[str, int] | None:
         """None when the client may compile now, else (the sentence saying why not, seconds to wait)."""
@@ -45,7 +47,7 @@ def client_address() -> str:
 
 def init_app(app: Flask, values: dict[str, Any]) -> None:
     app.config["MAX_CONTENT_LENGTH"] = int(values["max_request_kb"]) * 1024
-    app.extensions["irscope.rate_limit"] = CompileRateLimit(str(values["rate_limit"]))
+    app.extensions["irscope.rate_limit"] = CompileRateLimit(str(values["rate_limit"]), values["broker_url"])
 
     @app.after_request
     def headers(response):

@@ -16,7 +16,7 @@ Viewer = Callable[[str, dict[str, Any]], str]
 
 
 def _code(lexer: str) -> Viewer:
-    return lambda text, meta: code.render(text, lexer, meta.get("source_map"))
+    return lambda text, meta: code.render(text, lexer, meta.get("source_map"), first_line=int(meta.get("first_line", 1)))
 
 
 # The formats that are not code, by name; every code format is drawn by its lexer.

@@ -44,9 +44,10 @@ def highlighted_lines(text: str, lexer_name: str) -> list[str]:
 
 
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
-           max_lines: int = 20000) -> str:
+           max_lines: int = 20000, first_line: int = 1) -> str:
     """Highlighted, numbered lines. `source_map` pairs (artifact line, source line), 1-based; an
-    artifact line may map to several source lines, the first one colours it."""
+    artifact line may map to several source lines, the first one colours it. `first_line` is the
+    number of the text's first line (a page of a longer stage)."""
     by_line: dict[int, list[int]] = {}
     for artifact_line, source_line in source_map or []:
         by_line.setdefault(int(artifact_line), []).append(int(source_line))
@@ -54,7 +55,7 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
     truncated = len(all_lines) > max_lines
     shown = "\n".join(all_lines[:max_lines]) if truncated else text
     rows = []
-    for number, html in enumerate(highlighted_lines(shown, lexer_name), start=1):
+    for number, html in enumerate(highlighted_lines(shown, lexer_name), start=first_line):
         sources = by_line.get(number)
         attrs = f' data-src="{sources[0]}" data-srcs="{" ".join(map(str, sources))}"' if sources else ""
         rows.append(f'<span class="ln" data-line="{number}"{attrs}><span class="no">{number}</span>'
