@@ -51,9 +51,15 @@ class CeleryRunner:
     def submit(self, job: Job) -> None:
         send(self.app, job.id, job.queue or CPU_QUEUE)
 
-    def live_queues(self) -> set[str]:
-        """The queues that live workers take jobs from."""
-        return {q for w in self.store.live_workers(self.lost_after_s) for q in w.queues}
+    def live_queues(self) -> dict[str, bool]:
+        """The queues that live workers take jobs from, each with whether one of those workers
+        has the queue's device (always true for `cpu`)."""
+        out: dict[str, bool] = {}
+        for w in self.store.live_workers(self.lost_after_s):
+            for q in w.queues:
+                has = q == CPU_QUEUE or bool(w.capabilities.get("queues", {}).get(q, {}).get("device"))
+                out[q] = out.get(q, False) or has
+        return out
 
     def start_background(self, languages: list[str], warm: bool) -> None:
         """Nothing: warm-up and spare workers belong to the workers."""

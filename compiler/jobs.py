@@ -50,7 +50,7 @@ def _short_id(digest_hex: str, length: int) -> str:
 
 class Jobs:
     def __init__(self, store: Store, runner: Runner, config: JobsConfig,
-                 live_queues: Callable[[], set[str]] | None = None):
+                 live_queues: Callable[[], dict[str, bool]] | None = None):
         """`live_queues` (the worker tier's queues that live workers serve) routes each job to a
         queue; None is the embedded mode, where every job runs on this machine as requested."""
         self.store = store

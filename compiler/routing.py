@@ -38,17 +38,23 @@ def is_gpu_queue(queue: str) -> bool:
     return queue.startswith(("cuda:", "hip:"))
 
 
-def place(request: Request, live_queues: set[str], choices: tuple[Any, ...] = ()) -> tuple[Request, Placement]:
-    """The request as it will be compiled (`target: auto` resolved) and where it goes. `live_queues`
-    are the queues live workers take jobs from; `choices` the values the language's target option
-    allows (auto resolves to one of them)."""
+def place(request: Request, live_queues: dict[str, bool], choices: tuple[Any, ...] = ()) -> tuple[Request, Placement]:
+    """The request as it will be compiled (`target: auto` resolved) and where it goes.
+    `live_queues` maps each queue live workers take jobs from to whether one of them has that
+    queue's device; `choices` are the values the language's target option allows (auto resolves
+    to one of them)."""
     target = request.options.get("target")
     if not isinstance(target, str) or (target != "auto" and target not in TARGETS and not is_gpu_queue(target)):
         return request, Placement(CPU_QUEUE, None, False, "")
     if target == "auto":
-        served = sorted(q for q in live_queues if is_gpu_queue(q) and (not choices or q in choices))
-        target = served[0] if served else DEFAULT_VIRTUAL_TARGET
+        # a served target with its device first, then any served one, else the default virtual one
+        served = sorted((not has, q) for q, has in live_queues.items()
+                        if is_gpu_queue(q) and (not choices or q in choices))
+        target = served[0][1] if served else DEFAULT_VIRTUAL_TARGET
         request = replace(request, options={**request.options, "target": target})
-    if target in live_queues:
-        return request, Placement(target, target, False, f"on a {arch_name(target)} worker")
-    return request, Placement(CPU_QUEUE, target, True, f"virtual: no {arch_name(target)} worker online")
+    arch = arch_name(target)
+    if target not in live_queues:
+        return request, Placement(CPU_QUEUE, target, True, f"virtual: no {arch} worker online")
+    if not live_queues[target]:
+        return request, Placement(target, target, True, f"virtual: the {arch} workers online have no {arch} device")
+    return request, Placement(target, target, False, f"on a {arch} worker")

@@ -165,6 +165,7 @@ class WorkerTier:
 
     def serve(self) -> int:
         """Run until stopped (SIGTERM: finish the running jobs first)."""
+        quiet_root_warning()
         self.take_name()
         self.beat()
         beats = threading.Thread(target=self._heartbeats, name="irscope-heartbeat", daemon=True)
@@ -190,3 +191,13 @@ class WorkerTier:
 
 def detect_devices() -> dict:
     return host_devices.detect()
+
+
+def quiet_root_warning() -> None:
+    """Celery warns when its worker runs as root. irscope's worker must (it mounts each job's
+    tmpfs, makes its cgroup, and starts bubblewrap, which drops to `sandbox_user` before any job
+    code runs), and its messages are JSON job ids, never pickles."""
+    import warnings
+
+    from celery.exceptions import SecurityWarning
+    warnings.filterwarnings("ignore", category=SecurityWarning)

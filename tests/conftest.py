@@ -142,3 +142,35 @@ def take_background(request, start: Callable[[str], Background], tmp_path_factor
     started = getattr(request.config, "irscope_background", {})
     job = started.pop(request.module.__name__, None) or start(str(tmp_path_factory.mktemp("background")))
     return job.finish()
+
+
+# --- real Redis and PostgreSQL, one of each per session (tests/real_servers.py) ---------------------
+
+@pytest.fixture(scope="session")
+def redis_server():
+    from tests import real_servers
+    if real_servers.redis_binary() is None:
+        pytest.skip("redis-server is not installed (Debian package redis-server; ./run.sh installs it as root)")
+    server = real_servers.start_redis()
+    yield server
+    server.stop()
+    shutil.rmtree(server.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    from tests import real_servers
+    if real_servers.postgres_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql; ./run.sh installs it as root)")
+    server = real_servers.start_postgres()
+    yield server
+    server.stop()
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh, empty PostgreSQL database of its own."""
+    return postgres_server.create_database(f"irscope_test_{next(_databases)}")

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 
 
@@ -132,3 +133,97 @@ def start_postgres() -> Postgres:
     base = tempfile.mkdtemp(prefix="irscope-pg-")
     os.chmod(base, 0o755)
     return Postgres(base, free_port(), bindir).start()
+
+
+# --- irscope's own tiers, as real processes -------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IRSCOPE = os.path.join(ROOT, ".venv", "bin", "irscope")
+
+
+@dataclass
+class Tier:
+    """`irscope serve` and `irscope worker` processes sharing one broker and one store, as the
+    README's "Scale out" starts them (each in a session of its own, so it can be killed alone)."""
+
+    broker_url: str
+    database_url: str
+    data_dir: str
+    settings: dict
+    web: subprocess.Popen | None = None
+    web_port: int = 0
+    workers: dict = None  # name -> Popen
+
+    def env(self, **extra: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IRSCOPE_")}
+        env.update({"IRSCOPE_BROKER_URL": self.broker_url, "IRSCOPE_DATABASE_URL": self.database_url,
+                    "IRSCOPE_DATA_DIR": self.data_dir})
+        env.update({"IRSCOPE_" + k.upper(): str(v) for k, v in self.settings.items()})
+        env.update(extra)
+        return env
+
+    def _log(self, name: str):
+        return open(os.path.join(self.data_dir, name + ".log"), "ab")
+
+    def start_web(self, port: int | None = None) -> None:
+        self.web_port = port or self.web_port or free_port()
+        self.web = subprocess.Popen([IRSCOPE, "serve", "--port", str(self.web_port)], env=self.env(),
+                                    stdout=self._log("web"), stderr=subprocess.STDOUT, start_new_session=True)
+        wait_port(self.web_port, timeout=60, proc=self.web)
+        # The master listens before its worker processes answer: wait for an answer.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/api/targets", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                if time.monotonic() > deadline or self.web.poll() is not None:
+                    raise
+            time.sleep(0.05)
+
+    def stop_web(self, sig: int = 15) -> None:
+        if self.web is not None and self.web.poll() is None:
+            os.killpg(self.web.pid, sig)
+            self.web.wait(timeout=60)
+        self.web = None
+
+    def start_worker(self, name: str, queues: str = "cpu", concurrency: int = 1) -> subprocess.Popen:
+        if self.workers is None:
+            self.workers = {}
+        proc = subprocess.Popen([IRSCOPE, "worker", "--queues", queues, "--name", name,
+                                 "--concurrency", str(concurrency)], env=self.env(),
+                                stdout=self._log("worker-" + name), stderr=subprocess.STDOUT, start_new_session=True)
+        self.workers[name] = proc
+        return proc
+
+    def kill_worker(self, name: str, sig: int = 9) -> None:
+        """SIGKILL (by default) the worker's own process, as the OOM killer or a crash would; its
+        sandboxed job dies with it (bubblewrap's --die-with-parent)."""
+        proc = self.workers.pop(name)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+
+    def stop(self) -> None:
+        """Stop everything; a worker that does not finish its jobs in 20 s is killed, and the job
+        directories a killed worker left mounted are unmounted."""
+        self.stop_web()
+        for name in list(self.workers or {}):
+            proc = self.workers.pop(name)
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=60)
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[1].startswith(self.data_dir.rstrip("/") + "/")]
+        for mount in sorted(mounts, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+
+    def log(self, name: str) -> str:
+        try:
+            with open(os.path.join(self.data_dir, name + ".log"), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""

@@ -4,6 +4,7 @@ compiler.targets.host_devices`), so the caller never imports torch or initialise
 itself (a worker forks sandboxes; a CUDA context must not be inherited)."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
@@ -57,8 +58,16 @@ def probe() -> dict[str, Any]:
     return {"cpu": _cpu(), "gpus": gpus, "gpu_error": error}
 
 
+def _no_gpu_nodes() -> bool:
+    """No NVIDIA or AMD GPU device node: no driver could show PyTorch a GPU here."""
+    return not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd")
+
+
 def detect(timeout_s: float = 120) -> dict[str, Any]:
-    """The machine's devices, probed in a child process."""
+    """The machine's devices, probed in a child process (not started where no GPU device node
+    exists: importing torch to be told "none" costs seconds)."""
+    if _no_gpu_nodes():
+        return {"cpu": _cpu(), "gpus": [], "gpu_error": None}
     done = subprocess.run([sys.executable, "-m", "compiler.targets.host_devices"], capture_output=True, text=True,
                           timeout=timeout_s)
     if done.returncode != 0:
