@@ -71,7 +71,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("stages") as batch:
-        batch.add_column(sa.Column("data", sa.LargeBinary, nullable=False, server_default=b""))
+        batch.add_column(sa.Column("data", sa.LargeBinary, nullable=True))
     conn = op.get_bind()
     chunks = sa.table("stage_chunks", sa.column("job_id"), sa.column("key"), sa.column("n"),
                       sa.column("first_line"), sa.column("line_count"), sa.column("data", sa.LargeBinary))
@@ -85,6 +85,7 @@ def downgrade() -> None:
     op.drop_table("stage_chunks")
     with op.batch_alter_table("stages") as batch:
         batch.drop_column("lines")
+        batch.alter_column("data", existing_type=sa.LargeBinary, nullable=False)
     op.drop_table("workers")
     with op.batch_alter_table("jobs") as batch:
         batch.drop_index("ix_jobs_client_status")
