@@ -248,3 +248,48 @@ def test_queued_jobs_survive_a_broker_restart(postgres_url, tmp_path_factory):
         broker.stop()
         shutil.rmtree(broker.dir, ignore_errors=True)
         shutil.rmtree(t.data_dir, ignore_errors=True)
+
+
+TRITON_ADD = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask), mask=mask)
+
+
+x = torch.randn(4096, device="cuda")
+y = torch.randn(4096, device="cuda")
+out = torch.empty_like(x)
+add_kernel[(4,)](x, y, out, 4096, BLOCK=1024)
+print(float((out - (x + y)).abs().max()))
+'''
+
+
+@pytest.mark.gpu
+def test_a_gpu_worker_runs_jobs_for_its_target_on_its_device(tier):
+    """On a CUDA machine (bench/gpu_check.py): a worker started without --queues serves `cpu` and
+    its GPU's queue; `target: auto` resolves to that GPU at enqueue, and the job runs on the device
+    (launches timed), not virtually."""
+    from compiler.targets import host_devices
+    gpu = host_devices.detect()["gpus"][0]
+    tier.settings["languages"] = "fake,triton"
+    tier.start_web()
+    proc = tier.start_worker("gpu-real", queues=f"cpu,{gpu['target']}")
+    until(lambda: gpu["target"] in live_workers(tier), why="the GPU worker is listed")
+    _, targets = http(tier.web_port, "/api/targets")
+    entry = next(t for t in targets["targets"] if t["name"] == gpu["target"])
+    assert entry["workers"][0]["device"] is True and entry["workers"][0]["gpus"][0]["name"] == gpu["name"]
+    status, body = http(tier.web_port, "/api/compile", {"language": "triton", "source": TRITON_ADD,
+                                                          "options": {"target": "auto"}})
+    assert status == 202, body
+    result = finished(tier, body["job"], timeout=600)
+    assert result["status"] == "done", (result["error"], tier.log("worker-gpu-real")[-3000:])
+    assert result["request"]["options"]["target"] == gpu["target"] and result["queue"] == gpu["target"]
+    assert result["placement"]["virtual"] is False and result["worker"] == "gpu-real"
+    assert result["timings"]["target"]["executed"] is True
+    assert proc.poll() is None
