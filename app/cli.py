@@ -104,6 +104,10 @@ def worker(args: argparse.Namespace) -> int:
         return 2
     if values["sandbox"] != "bwrap":
         print("irscope: WARNING: --insecure-no-sandbox: user code runs without bubblewrap", file=sys.stderr)
+    if values["database_url"].startswith("sqlite"):
+        print(f"irscope: WARNING: the store is SQLite ({_safe_url(values['database_url'])}): only a web server and "
+              "workers on this machine share it; elsewhere set IRSCOPE_DATABASE_URL to the web server's PostgreSQL",
+              file=sys.stderr)
     devices = worker_tier.detect_devices()
     queues = tuple(q.strip() for q in values["worker_queues"].split(",") if q.strip()) \
         or worker_tier.default_queues(devices)

@@ -90,7 +90,10 @@ class WorkerTier:
         """The task: claim the job, run it to the end. A job someone else has (or that ended)
         is left alone: its message was a duplicate."""
         if not self.store.claim_job(job_id, self.ref):
-            log.info("job %s is not queued (taken elsewhere or finished); nothing to do", job_id)
+            if self.store.get_job(job_id) is None:
+                log.error("job %s is not in this worker's store: is IRSCOPE_DATABASE_URL the web server's?", job_id)
+            else:
+                log.info("job %s is not queued (taken elsewhere or finished); nothing to do", job_id)
             return
         job = self.store.get_job(job_id)
         with self._lock:
