@@ -293,6 +293,13 @@ class Store:
             s.execute(delete(StageRow).where(StageRow.job_id == job.id))
             return True
 
+    def unrequeue(self, job: Job) -> None:
+        """Undo `requeue_lost` when its message could not be sent (the broker is down): the job is
+        again running on its dead worker, so the next look for lost jobs finds it again."""
+        with self._lock, self._session.begin() as s:
+            s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.status == "queued", JobRow.worker.is_(None))
+                      .values(status="running", worker=job.worker))
+
     def fail_lost(self, job: Job, error: JobError) -> bool:
         with self._lock, self._session.begin() as s:
             done = s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.status == "running",

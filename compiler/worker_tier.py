@@ -129,8 +129,13 @@ class WorkerTier:
             progress = (f"the worker {who} stopped while running this job (killed, out of memory, or its machine "
                         f"went down); it waits for another worker (try {job.attempts + 1} of {self.tier.attempts})")
             if self.store.requeue_lost(job, progress):
+                try:
+                    send(self.app, job.id, job.queue)
+                except Exception:
+                    # No message, no run: leave it lost, so the next heartbeat tries again.
+                    self.store.unrequeue(job)
+                    raise
                 log.warning("job %s: its worker %s is gone; sent again to %s", job.id, who, job.queue)
-                send(self.app, job.id, job.queue)
         else:
             tries = "once" if job.attempts == 1 else f"{job.attempts} times"
             error = JobError("WorkerCrashed", f"the worker running this job ({who}) died before finishing it (killed, "
