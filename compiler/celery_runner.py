@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from celery import Celery
 
+from compiler.model import JobError
 from compiler.routing import CPU_QUEUE
 from compiler.store import Job, Store
 
@@ -49,7 +50,12 @@ class CeleryRunner:
         self.lost_after_s = lost_after_s
 
     def submit(self, job: Job) -> None:
-        send(self.app, job.id, job.queue or CPU_QUEUE)
+        try:
+            send(self.app, job.id, job.queue or CPU_QUEUE)
+        except Exception as e:  # noqa: BLE001 - a job without a message would wait forever
+            self.store.finish_job(job.id, JobError("BrokerUnavailable", f"the job queue (the broker) could not be "
+                                                                        f"reached ({type(e).__name__}: {e}); the job "
+                                                                        "was not queued. Try again in a minute"), {})
 
     def live_queues(self) -> dict[str, bool]:
         """The queues that live workers take jobs from, each with whether one of those workers
