@@ -2,6 +2,7 @@
 request-size cap, and the per-client rate limit on compiling (the `limits` library)."""
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -10,6 +11,8 @@ from flask import Flask, jsonify, request
 from limits import parse
 from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
+
+log = logging.getLogger(__name__)
 
 # No inline script or style, nothing from elsewhere, no plugins, no <base>, not framed.
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -32,7 +35,13 @@ class CompileRateLimit:
 
     def refuse(self, client: str) -> tuple[str, int] | None:
         """None when the client may compile now, else (the sentence saying why not, seconds to wait)."""
-        if self.item is None or self._limiter.hit(self.item, "compile", client):
+        if self.item is None:
+            return None
+        try:
+            if self._limiter.hit(self.item, "compile", client):
+                return None
+        except Exception:  # noqa: BLE001 - Redis is down: no job can be queued either, and says so
+            log.warning("the rate limit's storage (the broker's Redis) cannot be reached; not counting")
             return None
         reset = self._limiter.get_window_stats(self.item, "compile", client).reset_time
         wait = max(1, math.ceil(reset - time.time()))

@@ -38,7 +38,7 @@ def celery_app(broker_url: str, visibility_timeout_s: float = 3600) -> Celery:
 
 def send(app: Celery, job_id: str, queue: str) -> None:
     app.send_task(TASK_NAME, args=[job_id], queue=queue, retry=True,
-                  retry_policy={"max_retries": 30, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2})
+                  retry_policy={"max_retries": 10, "interval_start": 0, "interval_step": 0.2, "interval_max": 1})
 
 
 class CeleryRunner:

@@ -293,3 +293,19 @@ def test_a_gpu_worker_runs_jobs_for_its_target_on_its_device(tier):
     assert result["placement"]["virtual"] is False and result["worker"] == "gpu-real"
     assert result["timings"]["target"]["executed"] is True
     assert proc.poll() is None
+
+
+def test_a_job_the_broker_cannot_take_fails_with_a_sentence(tmp_path):
+    """No broker listening: the job is failed at once (BrokerUnavailable), never left queued with
+    no message that would ever run it. (No server needed: SQLite, and a closed port.)"""
+    from tests.conftest import make_app
+    app = make_app(tmp_path, languages="fake", broker_url=f"redis://127.0.0.1:{real_servers.free_port()}/0")
+    try:
+        answer = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"})
+        body = app.test_client().get(f"/api/jobs/{answer.get_json()['job']}").get_json()
+        assert body["status"] == "failed" and body["error"]["kind"] == "BrokerUnavailable"
+        assert "could not be reached" in body["error"]["message"]
+        again = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"})
+        assert again.get_json()["job"] != answer.get_json()["job"]  # not answered from the store
+    finally:
+        app.extensions["irscope"].runner.shutdown()
