@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # irscope's one entry point on a fresh Debian machine with Python 3.11:
 #   ./run.sh serve [--host H] [--port P] [...]   set everything up, then start the server
+#   ./run.sh worker [--queues Q] [...]            set everything up, then start a worker of the worker tier
 #   ./run.sh test  [pytest args]                 set everything up, then run the whole test suite
-# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz, and
-# chromium for the browser tests) and the sandbox user when run as root, ./.venv with the pinned
+# Set-up is idempotent and quick when nothing changed: Debian packages (bubblewrap, graphviz,
+# chromium for the browser tests, redis-server and postgresql for the worker tier) and the sandbox
+# user when run as root, ./.venv with the pinned
 # packages of requirements.lock, and irscope itself.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -13,6 +15,9 @@ command -v bwrap >/dev/null 2>&1 || need_debs+=(bubblewrap)
 command -v dot >/dev/null 2>&1 || need_debs+=(graphviz)
 # The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
 [ -x /usr/bin/chromium ] || need_debs+=(chromium)
+# The worker tier's broker and shared store (README, "Scale out"); its tests start their own.
+command -v redis-server >/dev/null 2>&1 || need_debs+=(redis-server)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_debs+=(postgresql)
 if [ ${#need_debs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "run.sh: installing Debian packages: ${need_debs[*]}" >&2
@@ -21,7 +26,7 @@ if [ ${#need_debs[@]} -gt 0 ]; then
   else
     echo "run.sh: missing Debian packages: ${need_debs[*]}; install them with: sudo apt-get install ${need_debs[*]}" >&2
     echo "run.sh: (without bubblewrap the server refuses to run user code unless started with --insecure-no-sandbox;" >&2
-    echo "run.sh:  without chromium the browser tests are skipped)" >&2
+    echo "run.sh:  without chromium the browser tests are skipped; without redis-server and postgresql, the worker tier's)" >&2
   fi
 fi
 
@@ -50,7 +55,8 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   serve) exec .venv/bin/irscope serve "$@" ;;
+  worker) exec .venv/bin/irscope worker "$@" ;;
   test) exec .venv/bin/python -m pytest -q "$@" ;;
   setup) ;;
-  *) echo "usage: ./run.sh serve [--host H] [--port P] | ./run.sh test [pytest args]" >&2; exit 2 ;;
+  *) echo "usage: ./run.sh serve [--host H] [--port P] | ./run.sh worker [--queues Q] | ./run.sh test [pytest args]" >&2; exit 2 ;;
 esac

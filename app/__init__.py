@@ -13,7 +13,7 @@ from app import settings as settings_table
 from compiler import cgroups, job_dir, registry, sandbox
 from compiler.bundle_reader import BundleCaps
 from compiler.jobs import Jobs, JobsConfig
-from compiler.runner import LocalRunner, RunnerConfig
+from compiler.runner import LocalRunner, Runner, RunnerConfig
 from compiler.store import Store
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class Services:
     settings: dict[str, Any]
     store: Store
     jobs: Jobs
-    runner: LocalRunner
+    runner: Runner
     sandboxed: bool
     refusal: str | None  # why compiling is refused (no sandbox available), or None
 
@@ -77,10 +77,25 @@ def sandbox_refusal(values: dict[str, Any]) -> tuple[sandbox.SandboxUser | None,
     return user, None
 
 
-def create_app(config: dict[str, Any] | None = None) -> Flask:
-    """The application factory. `config` holds settings (see app/settings.py) by name."""
-    values = settings_table.load(config)
-    os.makedirs(values["data_dir"], exist_ok=True)
+def runner_config(values: dict[str, Any], user: sandbox.SandboxUser | None, data_dir: str | None = None,
+                  workers: int | None = None) -> RunnerConfig:
+    """How jobs run on this machine (the embedded server's pool, or one `irscope worker`)."""
+    use_bwrap = values["sandbox"] == "bwrap"
+    return RunnerConfig(data_dir=data_dir or values["data_dir"],
+                        workers=int(values["workers"]) if workers is None else workers,
+                        limits=limits_from(values), use_bwrap=use_bwrap, keep_job_dirs=bool(values["keep_job_dirs"]),
+                        spare_workers=int(values["spare_workers"]), max_stage_bytes=int(values["max_stage_kb"]) * 1024,
+                        user=user, job_disk_bytes=int(values["job_disk_mb"]) * 2**20 if use_bwrap else 0,
+                        caps=caps_from(values), measure_s=float(values["measure_s"]),
+                        import_max_files=int(values["import_max_files"]),
+                        import_max_unpacked_bytes=int(values["import_max_unpacked_mb"]) * 2**20)
+
+
+def open_store(values: dict[str, Any]) -> Store:
+    return Store(values["database_url"], chunk_bytes=int(values["stage_chunk_kb"]) * 1024)
+
+
+def offered_languages(values: dict[str, Any]) -> tuple[str, ...]:
     offered = [lang.strip() for lang in values["languages"].split(",") if lang.strip()]
     missing = [lang for lang in offered if lang not in registry.keys()]
     if missing:
@@ -88,29 +103,44 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     languages = tuple(lang for lang in offered if lang in registry.keys())
     if not languages:
         raise ValueError(f"no known language in the languages setting {values['languages']!r}")
+    return languages
 
+
+def web_processes(values: dict[str, Any]) -> int:
+    """gunicorn processes: the setting, or 1 embedded and 2 per core (at most 8) with a broker."""
+    if int(values["web_processes"]) > 0:
+        return int(values["web_processes"])
+    return min(8, 2 * (os.cpu_count() or 1)) if values["broker_url"] else 1
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """The application factory. `config` holds settings (see app/settings.py) by name."""
+    values = settings_table.load(config)
+    os.makedirs(values["data_dir"], exist_ok=True)
+    languages = offered_languages(values)
     use_bwrap = values["sandbox"] == "bwrap"
     if values["sandbox"] not in ("bwrap", "none"):
         raise ValueError(f"sandbox must be 'bwrap' or 'none', not {values['sandbox']!r}")
-    user, refusal = sandbox_refusal(values)
-
-    store = Store(values["database_url"])
-    runner = LocalRunner(store, RunnerConfig(data_dir=values["data_dir"], workers=int(values["workers"]),
-                                             limits=limits_from(values), use_bwrap=use_bwrap,
-                                             keep_job_dirs=bool(values["keep_job_dirs"]),
-                                             spare_workers=int(values["spare_workers"]),
-                                             max_stage_bytes=int(values["max_stage_kb"]) * 1024, user=user,
-                                             job_disk_bytes=int(values["job_disk_mb"]) * 2**20 if use_bwrap else 0,
-                                             caps=caps_from(values), measure_s=float(values["measure_s"]),
-                                             import_max_files=int(values["import_max_files"]),
-                                             import_max_unpacked_bytes=int(values["import_max_unpacked_mb"]) * 2**20))
-    jobs = Jobs(store, runner, JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
-                                          reuse_results=bool(values["reuse_results"]),
-                                          max_queued_jobs=int(values["max_queued_jobs"]),
-                                          imports=bool(values["imports"])))
-    if refusal is None:
-        jobs.resume_unfinished()
-        runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
+    store = open_store(values)
+    jobs_config = JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
+                             reuse_results=bool(values["reuse_results"]),
+                             max_queued_jobs=int(values["max_queued_jobs"]),
+                             max_jobs_per_client=int(values["max_jobs_per_client"]),
+                             imports=bool(values["imports"]))
+    runner: Runner
+    if values["broker_url"]:
+        # The worker tier: this process runs no job; `irscope worker` processes do, in their sandbox.
+        from compiler.celery_runner import CeleryRunner
+        runner = CeleryRunner(store, values["broker_url"], float(values["worker_lost_after_s"]))
+        jobs = Jobs(store, runner, jobs_config, live_queues=runner.live_queues)
+        refusal = None
+    else:
+        user, refusal = sandbox_refusal(values)
+        runner = LocalRunner(store, runner_config(values, user))
+        jobs = Jobs(store, runner, jobs_config)
+        if refusal is None:
+            jobs.resume_unfinished()
+            runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
 
     flask_app = Flask(__name__, template_folder="../templates", static_folder="../static")
     flask_app.config["JSON_SORT_KEYS"] = False

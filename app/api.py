@@ -6,7 +6,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from app import services
 from app.http_policy import RAW_TEXT_POLICY, client_address, rate_limit
 from compiler import registry
-from compiler.jobs import QueueFull, RequestError
+from compiler.jobs import ClientQueueFull, QueueFull, RequestError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -30,9 +30,9 @@ def compile_():
     except RequestError as e:
         return _error(400, str(e))
     try:
-        job, known = svc.jobs.submit(req)
+        job, known = svc.jobs.submit(req, client=client_address())
     except QueueFull as e:
-        response, status = _error(429, str(e), "QueueFull")
+        response, status = _error(429, str(e), "ClientQueueFull" if isinstance(e, ClientQueueFull) else "QueueFull")
         response.headers["Retry-After"] = "60"
         return response, status
     body = {"job": job.id, "url": url_for("ide.job_page", job_id=job.id), "status": job.status, "cached": known}
@@ -49,16 +49,22 @@ def job(job_id: str):
 
 @bp.get("/jobs/<job_id>/stages/<path:key>")
 def stage(job_id: str, key: str):
-    found = services().store.stage_text(job_id, key)
-    if found is None:
-        return _error(404, f"job {job_id!r} has no stage {key!r}", "NotFound")
-    stage_, text = found
+    store = services().store
     if request.args.get("format") == "json":
+        found = store.stage_text(job_id, key)
+        if found is None:
+            return _error(404, f"job {job_id!r} has no stage {key!r}", "NotFound")
+        stage_, text = found
         return jsonify({"key": stage_.key, "title": stage_.title, "group": stage_.group, "text": text,
                         "format": stage_.format, "source_map": stage_.source_map, "meta": stage_.meta})
-    # Plain text the browser must not sniff into HTML, in a sandbox if it tried.
+    head = store.stage_page(job_id, key, 0, 0)  # the stage, no text yet
+    if head is None:
+        return _error(404, f"job {job_id!r} has no stage {key!r}", "NotFound")
+    stage_ = head[0]
+    # Plain text the browser must not sniff into HTML, in a sandbox if it tried; streamed chunk by
+    # chunk, so a large stage is never held whole.
     filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in stage_.key)[:100] + ".txt"
-    return Response(text, content_type="text/plain; charset=utf-8",
+    return Response(store.stage_chunks(job_id, stage_.key), content_type="text/plain; charset=utf-8",
                     headers={"Content-Disposition": f'inline; filename="{filename}"',
                              "Content-Security-Policy": RAW_TEXT_POLICY, "X-Content-Type-Options": "nosniff"})
 
@@ -84,3 +90,30 @@ def languages():
             {"name": o.name, "kind": o.kind, "default": o.default, "help": o.help, "choices": list(o.choices)}
             for o in p.options]})
     return jsonify({"languages": out})
+
+
+@bp.get("/targets")
+def targets():
+    """Where jobs can run: each live queue (`cpu`, `cuda:sm_90`, ...) with its workers, and the GPU
+    targets that compile on a virtual device because no live worker has them."""
+    import socket
+
+    from compiler.targets import TARGETS
+    svc = services()
+    if not svc.settings["broker_url"]:
+        workers = [{"name": "embedded", "host": socket.gethostname(), "concurrency": int(svc.settings["workers"]),
+                    "running": None, "device": False, "last_seen": None}]
+        return jsonify({"mode": "embedded", "targets": [{"name": "cpu", "workers": workers}],
+                        "virtual": list(TARGETS)})
+    live = svc.store.live_workers(float(svc.settings["worker_lost_after_s"]))
+    queues: dict[str, list] = {}
+    for w in live:
+        for queue in w.queues:
+            has = w.capabilities.get("queues", {}).get(queue, {}).get("device", False)
+            queues.setdefault(queue, []).append({
+                "name": w.name, "host": w.host, "concurrency": w.concurrency, "running": w.running,
+                "device": has, "gpus": [g for g in w.capabilities.get("gpus", []) if g.get("target") == queue],
+                "cpu": w.capabilities.get("cpu", {}).get("model"),
+                "last_seen": w.last_seen.isoformat(timespec="seconds") + "Z"})
+    return jsonify({"mode": "worker tier", "targets": [{"name": q, "workers": ws} for q, ws in sorted(queues.items())],
+                    "virtual": [t for t in TARGETS if t not in queues]})

@@ -1,4 +1,4 @@
-"""The `irscope` command: `serve` the IDE, or `compile` one file headless."""
+"""The `irscope` command: `serve` the IDE, `worker` for the worker tier, or `compile` one file headless."""
 from __future__ import annotations
 
 import argparse
@@ -42,26 +42,92 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Check that user code can be run safely here, then serve with gunicorn (app/web_server.py)."""
-    from app import create_app, sandbox_refusal
+    """Check that user code can be run safely here (embedded mode), then serve with gunicorn
+    (app/web_server.py): one process with the embedded pool, several with a broker."""
+    from app import create_app, sandbox_refusal, web_processes
     from app import settings as settings_table
     from app.web_server import serve as serve_http
     config = _config(args)
     values = settings_table.load(config)
     os.makedirs(values["data_dir"], exist_ok=True)
-    _user, refusal = sandbox_refusal(values)
+    processes = web_processes(values)
+    if values["broker_url"]:
+        where = f"jobs go to the worker tier at {_safe_url(values['broker_url'])}; store {_safe_url(values['database_url'])}"
+    else:
+        _user, refusal = sandbox_refusal(values)
+        if refusal:
+            print("irscope: " + refusal, file=sys.stderr)
+            return 2
+        if values["sandbox"] != "bwrap":
+            print("irscope: WARNING: --insecure-no-sandbox: user code runs without bubblewrap", file=sys.stderr)
+        if processes != 1:
+            print("irscope: web_processes must be 1 with the embedded store and worker pool (set broker_url for "
+                  "more)", file=sys.stderr)
+            return 2
+        where = f"data in {values['data_dir']}"
+    print(f"irscope: serving on http://{args.host}:{args.port}/ ({processes} process{'es' if processes > 1 else ''}; "
+          f"{where})", flush=True)
+    serve_http(lambda: create_app(config), args.host, args.port, int(values["web_threads"]), processes)
+    return 0
+
+
+def _safe_url(url: str) -> str:
+    """A database URL without its password."""
+    from sqlalchemy.engine import make_url
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def worker(args: argparse.Namespace) -> int:
+    """One worker of the worker tier: take jobs from the broker's queues and run them here."""
+    import logging
+
+    from app import offered_languages, open_store, runner_config, sandbox_refusal
+    from app import settings as settings_table
+    from compiler import worker_tier
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("compiler").setLevel(logging.INFO)
+    config = _config(args)
+    for name, value in (("worker_queues", args.queues), ("workers", args.concurrency), ("worker_name", args.name)):
+        if value:
+            config[name] = value
+    values = settings_table.load(config)
+    if not values["broker_url"]:
+        print("irscope: a worker needs the broker: set IRSCOPE_BROKER_URL (e.g. redis://host:6379/0) and "
+              "IRSCOPE_DATABASE_URL (the store the web server uses)", file=sys.stderr)
+        return 2
+    name = values["worker_name"] or worker_tier.default_name()
+    data_dir = worker_tier.worker_dir(values["data_dir"], name)
+    os.makedirs(data_dir, exist_ok=True)
+    user, refusal = sandbox_refusal(dict(values, data_dir=data_dir))
     if refusal:
         print("irscope: " + refusal, file=sys.stderr)
         return 2
     if values["sandbox"] != "bwrap":
         print("irscope: WARNING: --insecure-no-sandbox: user code runs without bubblewrap", file=sys.stderr)
-    if int(values["web_processes"]) != 1:
-        print("irscope: web_processes must be 1 with the embedded store and worker pool", file=sys.stderr)
-        return 2
-    print(f"irscope: serving on http://{args.host}:{args.port}/ (data in {values['data_dir']})", flush=True)
-    serve_http(lambda: create_app(config), args.host, args.port, int(values["web_threads"]),
-               int(values["web_processes"]))
-    return 0
+    if values["database_url"].startswith("sqlite"):
+        print(f"irscope: WARNING: the store is SQLite ({_safe_url(values['database_url'])}): only a web server and "
+              "workers on this machine share it; elsewhere set IRSCOPE_DATABASE_URL to the web server's PostgreSQL",
+              file=sys.stderr)
+    devices = worker_tier.detect_devices()
+    queues = tuple(q.strip() for q in values["worker_queues"].split(",") if q.strip()) \
+        or worker_tier.default_queues(devices)
+    caps = worker_tier.capabilities(devices, queues)
+    for queue, has in caps["queues"].items():
+        if not has["device"]:
+            print(f"irscope: WARNING: this machine has no {queue} device: jobs sent to queue {queue} compile for "
+                  f"a virtual one here (nothing runs)", file=sys.stderr)
+    concurrency = int(values["workers"])
+    tier = worker_tier.TierConfig(
+        broker_url=values["broker_url"], queues=queues, concurrency=concurrency, name=name,
+        languages=offered_languages(values), warm=bool(values["warm_toolchain_cache"]),
+        heartbeat_s=float(values["worker_heartbeat_s"]), lost_after_s=float(values["worker_lost_after_s"]),
+        attempts=int(values["job_attempts"]))
+    gpus = ", ".join(f"{g['name']} ({g['target']})" for g in devices.get("gpus", [])) or "none"
+    print(f"irscope: worker {name}: queues {', '.join(queues)}; {concurrency} job{'s' if concurrency > 1 else ''} at "
+          f"once; GPUs: {gpus}; store {_safe_url(values['database_url'])}", flush=True)
+    store = open_store(values)
+    return worker_tier.WorkerTier(store, runner_config(values, user, data_dir=data_dir, workers=concurrency),
+                                  tier, devices).serve()
 
 
 def compile_(args: argparse.Namespace) -> int:
@@ -115,15 +181,21 @@ def compile_(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="irscope", description="An interactive explorer for ML compilers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("serve", "compile"):
+    for name in ("serve", "compile", "worker"):
         p = sub.add_parser(name)
-        p.add_argument("--data-dir", help="where the store lives (setting data_dir; default ./var)")
+        p.add_argument("--data-dir", help="where the store and job directories live (setting data_dir; default ./var)")
         p.add_argument("--insecure-no-sandbox", action="store_true",
                        help="run user code without bubblewrap (only on a machine you trust with that code)")
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8000)
             p.set_defaults(func=serve)
+        elif name == "worker":
+            p.add_argument("--queues", help="queues to take jobs from: cpu, cuda:sm_90, ... (setting worker_queues; "
+                                            "default: cpu and one per GPU found)")
+            p.add_argument("--concurrency", type=int, help="jobs at once (setting workers)")
+            p.add_argument("--name", help="this worker's name, unique per host (setting worker_name)")
+            p.set_defaults(func=worker)
         else:
             p.add_argument("file")
             p.add_argument("--language", help="pytorch, triton, hlo, stablehlo, jax (guessed from the file)")

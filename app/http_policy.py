@@ -2,14 +2,17 @@
 request-size cap, and the per-client rate limit on compiling (the `limits` library)."""
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
 
 from flask import Flask, Response, jsonify, make_response, request
 from limits import parse
-from limits.storage import MemoryStorage
+from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
+
+log = logging.getLogger(__name__)
 
 # No inline script or style, nothing from elsewhere, no plugins, no <base>, not framed.
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -20,17 +23,25 @@ RAW_TEXT_POLICY = "default-src 'none'; sandbox"
 
 
 class CompileRateLimit:
-    """At most `rate` compile requests per client address (a moving window, in memory: the
-    embedded server is one process)."""
+    """At most `rate` compile requests per client address (a moving window). The embedded server
+    is one process and counts in memory; the web processes of the worker tier count together in
+    the broker's Redis."""
 
-    def __init__(self, rate: str):
+    def __init__(self, rate: str, shared_storage_url: str = ""):
         self.item = parse(rate) if rate.strip() else None
         self.rate = rate.strip()
-        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+        storage = storage_from_string(shared_storage_url) if shared_storage_url else MemoryStorage()
+        self._limiter = MovingWindowRateLimiter(storage)
 
     def refuse(self, client: str) -> tuple[str, int] | None:
         """None when the client may compile now, else (the sentence saying why not, seconds to wait)."""
-        if self.item is None or self._limiter.hit(self.item, "compile", client):
+        if self.item is None:
+            return None
+        try:
+            if self._limiter.hit(self.item, "compile", client):
+                return None
+        except Exception:  # noqa: BLE001 - Redis is down: no job can be queued either, and says so
+            log.warning("the rate limit's storage (the broker's Redis) cannot be reached; not counting")
             return None
         reset = self._limiter.get_window_stats(self.item, "compile", client).reset_time
         wait = max(1, math.ceil(reset - time.time()))
@@ -45,7 +56,7 @@ def client_address() -> str:
 
 def init_app(app: Flask, values: dict[str, Any]) -> None:
     app.config["MAX_CONTENT_LENGTH"] = int(values["max_request_kb"]) * 1024
-    app.extensions["irscope.rate_limit"] = CompileRateLimit(str(values["rate_limit"]))
+    app.extensions["irscope.rate_limit"] = CompileRateLimit(str(values["rate_limit"]), values["broker_url"])
 
     ancestors = str(values["embed_frame_ancestors"]).strip() or "'none'"
     if any(c in ancestors for c in ";,\r\n"):

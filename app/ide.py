@@ -13,7 +13,7 @@ from app import services
 from app.examples import offered
 from app.lessons import for_request
 from app.http_policy import client_address, embeddable, rate_limit
-from compiler import registry
+from compiler import formats, registry
 from compiler.jobs import QueueFull, RequestError
 from compiler.store import Job
 from viewers import diff as diff_viewer
@@ -55,7 +55,7 @@ def _bar_context(job: Job) -> dict:
 def _version(job: Job, position: int | None) -> str:
     """A short digest of what the status line shows and how many stages exist: the page sends it
     back with each poll, and an unchanged job is answered with 204 No Content."""
-    state = json.dumps([job.status, job.progress, position, len(job.stages), bool(job.timings)])
+    state = json.dumps([job.status, job.progress, position, len(job.stages), bool(job.timings), job.worker])
     return hashlib.sha256(state.encode()).hexdigest()[:12]
 
 
@@ -118,7 +118,7 @@ def compile_form():
     except RequestError as e:
         return render_template("_results.html", job=None, form_error=str(e))
     try:
-        job, _ = svc.jobs.submit(req)
+        job, _ = svc.jobs.submit(req, client=client_address())
     except QueueFull as e:
         return _refused(str(e))
     job = svc.store.get_job(job.id) or job
@@ -166,23 +166,53 @@ def job_updates(job_id: str):
 
 @bp.get("/j/<job_id>/stage/<path:key>")
 def stage_pane(job_id: str, key: str):
-    found = services().store.stage_text(job_id, key)
-    if found is None:
-        abort(404, f"job {job_id!r} has no stage {key!r}")
-    stage, text = found
-    job = services().store.get_job(job_id)
+    """One stage drawn by its viewer. A code stage longer than `stage_page_lines` is shown a page
+    at a time (`?page=N`, from 1), read from the store's chunks that hold that page only."""
+    svc = services()
     other = request.args.get("diff")
+    per_page = max(int(svc.settings["stage_page_lines"]), 1)
+    try:
+        page = max(int(request.args.get("page", "1")), 1)
+    except ValueError:
+        abort(400, "page must be a number")
+    found = svc.store.stage_page(job_id, key, (page - 1) * per_page, per_page) if not other else None
+    if found is None and not other:
+        abort(404, f"job {job_id!r} has no stage {key!r}")
+    pages = None
+    if found is not None and found[1] <= per_page:
+        stage, _, text = found  # one page is the whole stage
+    elif found is not None and _is_code(found[0].format):
+        stage, lines, text = found
+        pages = {"page": page, "count": -(-lines // per_page), "lines": lines, "first": (page - 1) * per_page + 1,
+                 "last": min(page * per_page, lines)}
+        if page > pages["count"]:
+            abort(404, f"stage {stage.key!r} has {pages['count']} pages")
+    else:
+        whole = svc.store.stage_text(job_id, key)
+        if whole is None:
+            abort(404, f"job {job_id!r} has no stage {key!r}")
+        stage, text = whole
+    job = svc.store.get_job(job_id)
     if other:
-        against = services().store.stage_text(job_id, other)
+        against = svc.store.stage_text(job_id, other)
         if against is None:
             abort(404, f"job {job_id!r} has no stage {other!r}")
         body = diff_viewer.render(against[1], text, against[0].key, stage.key)
     else:
-        body = viewers.render(stage.format, text, {"source_map": stage.source_map, **stage.meta})
+        meta = {"source_map": stage.source_map, **stage.meta}
+        if pages:
+            meta["first_line"] = pages["first"]
+        body = viewers.render(stage.format, text, meta)
     siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
     return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=other,
                            siblings=siblings, explanation=explanation_for(stage.key),
-                           source_map_json=json.dumps(stage.source_map))
+                           source_map_json=json.dumps(stage.source_map), pages=pages)
+
+
+def _is_code(fmt: str) -> bool:
+    """Formats shown line by line (their viewer is a lexer), which can be paged."""
+    known = formats.FORMATS.get(fmt)
+    return known is not None and known.lexer is not None
 
 
 @bp.get("/j/<job_id>/timings")

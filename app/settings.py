@@ -94,8 +94,29 @@ SETTINGS: tuple[Setting, ...] = (
                                           "never framed."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
     Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),
-    Setting("web_processes", 1, "Web server processes; the embedded store and worker pool need exactly 1 (more "
-                                "wait for the shared broker and store)."),
+    Setting("web_processes", 0, "Web server (gunicorn) processes. 0: 1 in the embedded mode (its store and worker "
+                                "pool live in the one process; it needs exactly 1), 2 per CPU core (at most 8) when "
+                                "`broker_url` is set."),
+    Setting("max_jobs_per_client", 4, "Jobs one client (IP address) may have waiting or running at once; one more "
+                                      "gets 429, so one client's burst cannot starve another's job. 0: no cap."),
+    Setting("stage_chunk_kb", 256, "Stage text is stored compressed in chunks of about this many KiB, cut at line "
+                                   "boundaries, so one page of a large stage is read without the rest."),
+    Setting("stage_page_lines", 5000, "Lines of a code stage shown per page; a longer stage gets a pager (its raw "
+                                      "text has every line)."),
+    Setting("broker_url", "", "Celery broker of the worker tier (Redis, e.g. `redis://host:6379/0`). Set: `irscope "
+                              "serve` enqueues every job for `irscope worker` processes instead of running it, and "
+                              "the store must be shared (`database_url`, PostgreSQL). Empty: the embedded mode."),
+    Setting("worker_queues", "", "Queues an `irscope worker` takes jobs from, comma-separated (`cpu`, `cuda:sm_90`, "
+                                 "`hip:gfx942`, ...); empty: `cpu` plus one queue per GPU the worker detects."),
+    Setting("worker_name", "", "Name of an `irscope worker` (unique per host; its job directories live under "
+                               "DATA_DIR/workers/NAME); empty: `irscope@<hostname>`."),
+    Setting("worker_heartbeat_s", 5.0, "Seconds between a worker's heartbeats in the store (its queues, devices, "
+                                       "running jobs); each heartbeat also looks for jobs of dead workers."),
+    Setting("worker_lost_after_s", 30.0, "A worker whose last heartbeat is older than this is dead: its running "
+                                         "jobs go back to their queue (or fail, see job_attempts), and routing no "
+                                         "longer counts it."),
+    Setting("job_attempts", 2, "Times a job may be taken by a worker; a job whose worker died that many times is "
+                               "failed with a sentence saying so instead of being retried again (a poison job)."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

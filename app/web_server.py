@@ -1,6 +1,7 @@
-"""`irscope serve`'s HTTP server: gunicorn, embedded, with the gthread worker (one process, several
-threads). The app is created inside gunicorn's worker process, after the fork, so its worker pool
-and store live where requests are answered; the master only supervises."""
+"""`irscope serve`'s HTTP server: gunicorn, embedded, with the gthread worker (several threads per
+process; one process in the embedded mode, several in the worker tier). The app is created inside
+each gunicorn worker process, after the fork, so its worker pool (or broker connection) and store
+live where requests are answered; the master only supervises."""
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from compiler import registry
+from compiler import registry, routing
 from compiler.model import DETERMINISTIC_ERROR_KINDS, Request
 from compiler.pipeline import OptionError
 from compiler.runner import Runner
@@ -27,6 +27,10 @@ class QueueFull(Exception):
     """Too many jobs are waiting for a worker already; the sentence says so and names the setting."""
 
 
+class ClientQueueFull(QueueFull):
+    """This client has as many jobs waiting or running as one client may; the sentence says so."""
+
+
 @dataclass(frozen=True)
 class JobsConfig:
     languages: tuple[str, ...]
@@ -34,6 +38,7 @@ class JobsConfig:
     reuse_results: bool = True
     max_queued_jobs: int = 0  # jobs that may wait for a worker; 0: no cap
     imports: bool = False  # accept uploads for the `import` language (setting imports)
+    max_jobs_per_client: int = 0  # jobs one client may have waiting or running; 0: no cap
 
 
 def _short_id(digest_hex: str, length: int) -> str:
@@ -46,10 +51,14 @@ def _short_id(digest_hex: str, length: int) -> str:
 
 
 class Jobs:
-    def __init__(self, store: Store, runner: Runner, config: JobsConfig):
+    def __init__(self, store: Store, runner: Runner, config: JobsConfig,
+                 live_queues: Callable[[], dict[str, bool]] | None = None):
+        """`live_queues` (the worker tier's queues that live workers serve) routes each job to a
+        queue; None is the embedded mode, where every job runs on this machine as requested."""
         self.store = store
         self.runner = runner
         self.config = config
+        self.live_queues = live_queues
 
     def parse(self, payload: Any) -> Request:
         """A validated Request (options normalised) from the JSON body of POST /api/compile."""
@@ -77,20 +86,37 @@ class Jobs:
             raise RequestError(str(e)) from None
         return Request(language=language, source=source.replace("\r\n", "\n"), options=normalised)
 
-    def submit(self, request: Request) -> tuple[Job, bool]:
-        """The job answering `request` and whether it was already known (cached or in flight)."""
+    def submit(self, request: Request, client: str = "") -> tuple[Job, bool]:
+        """The job answering `request` and whether it was already known (cached or in flight).
+        `client` is who asks (their address), for the per-client cap."""
         tools = toolchain(request.language)
-        key = request.cache_key(tools)
+        placement: dict[str, Any] = {}
+        queue = routing.CPU_QUEUE
+        if self.live_queues is not None:
+            target_option = next((o for o in registry.get(request.language).options if o.name == "target"), None)
+            request, where = routing.place(request, self.live_queues(),
+                                           target_option.choices if target_option else ())
+            placement, queue = where.to_json(), where.queue
+        key = request.cache_key(tools, {"target": placement["target"], "virtual": placement["virtual"]}
+                                if placement.get("target") else None)
         if self.config.reuse_results:
             known = self.store.find_reusable(key, DETERMINISTIC_ERROR_KINDS)
             if known is not None:
                 return known, True
+        if client and self.config.max_jobs_per_client > 0:
+            mine = self.store.client_jobs(client)
+            if mine >= self.config.max_jobs_per_client:
+                raise ClientQueueFull(f"you have {mine} jobs waiting or running already; one client may have "
+                                      f"{self.config.max_jobs_per_client} at once (setting max_jobs_per_client), "
+                                      "so that everyone's jobs get their turn. Submit this one when one of "
+                                      "yours has finished")
         if self.config.max_queued_jobs > 0:
             waiting = self.store.queued_count()
             if waiting >= self.config.max_queued_jobs:
                 raise QueueFull(f"the server is busy: {waiting} jobs are already waiting for a worker (setting "
                                 f"max_queued_jobs); try again in a minute")
-        job = self.store.create_job(secrets.token_hex(6), key, request, tools)
+        job = self.store.create_job(secrets.token_hex(6), key, request, tools, client=client, queue=queue,
+                                    placement=placement)
         self.runner.submit(job)
         return job, False
 

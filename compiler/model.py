@@ -34,9 +34,13 @@ class Request:
         """Hash of the request alone: the permalink id is derived from it."""
         return hashlib.sha256(canonical_json(self.canonical()).encode()).hexdigest()
 
-    def cache_key(self, toolchain: dict[str, str]) -> str:
-        """Hash of the request plus the toolchain versions: the result cache key."""
-        blob = canonical_json({"request": self.canonical(), "toolchain": toolchain})
+    def cache_key(self, toolchain: dict[str, str], placement: dict[str, Any] | None = None) -> str:
+        """Hash of the request plus the toolchain versions (and, in the worker tier, whether the
+        job runs on a real device or a virtual one): the result cache key."""
+        keyed: dict[str, Any] = {"request": self.canonical(), "toolchain": toolchain}
+        if placement:
+            keyed["placement"] = placement
+        blob = canonical_json(keyed)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:

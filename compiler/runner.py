@@ -36,6 +36,9 @@ _LIMIT_KINDS = {"wall_time": "WallTimeLimit", "cpu_time": "CpuTimeLimit", "file_
 
 
 class Runner(Protocol):
+    """Where jobs go: `LocalRunner` (the embedded pool) or `compiler.celery_runner.CeleryRunner`
+    (the worker tier's queues). Both end in `run_job`, on this machine or on a worker's."""
+
     def submit(self, job: Job) -> None: ...
 
     def start_background(self, languages: list[str], warm: bool) -> None: ...

@@ -1,18 +1,21 @@
-"""Persistence for jobs, their artifacts and permalinks (SQLAlchemy; SQLite by default, any
-SQLAlchemy URL such as PostgreSQL works the same). Artifact texts are stored zlib-compressed."""
+"""Persistence for jobs, their artifacts, permalinks and the workers' heartbeats (SQLAlchemy;
+SQLite by default, PostgreSQL for the worker tier). The schema is made and kept by the Alembic
+migrations in compiler/migrations. Artifact texts are stored zlib-compressed in chunks cut at line
+boundaries (compiler/stage_text.py), so one page of a large stage is read without the rest."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, ForeignKey, Integer, LargeBinary, String, Text, and_, create_engine,
-                        event, func, or_, select, update)
+from sqlalchemy import (JSON, DateTime, ForeignKey, ForeignKeyConstraint, Integer, LargeBinary, String, Text,
+                        and_, create_engine, delete, event, func, or_, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from compiler import migrations, stage_text
 from compiler.model import JobError, Request, Stage
 
 
@@ -33,6 +36,12 @@ class JobRow(Base):
     timings: Mapped[dict] = mapped_column(JSON, default=dict)
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
     finished: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    client: Mapped[str] = mapped_column(String(64), default="")  # who asked (the rate limit's address)
+    queue: Mapped[str] = mapped_column(String(64), default="cpu")  # the worker queue it was sent to
+    placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # where and how it compiles
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)  # "<name>/<instance>" running it
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # times a worker took it
+    started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 class StageRow(Base):
@@ -46,6 +55,17 @@ class StageRow(Base):
     size: Mapped[int] = mapped_column(Integer)
     source_map: Mapped[list] = mapped_column(JSON, default=list)
     meta: Mapped[dict] = mapped_column(JSON, default=dict)
+    lines: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class StageChunkRow(Base):
+    __tablename__ = "stage_chunks"
+    __table_args__ = (ForeignKeyConstraint(["job_id", "key"], ["stages.job_id", "stages.key"]),)
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    n: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first_line: Mapped[int] = mapped_column(Integer)
+    line_count: Mapped[int] = mapped_column(Integer)
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
@@ -76,6 +96,21 @@ class ComparisonRow(Base):
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
 
 
+class WorkerRow(Base):
+    """One worker process of the worker tier, as its last heartbeat left it."""
+
+    __tablename__ = "workers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    host: Mapped[str] = mapped_column(String(200))
+    queues: Mapped[list] = mapped_column(JSON)
+    capabilities: Mapped[dict] = mapped_column(JSON)
+    concurrency: Mapped[int] = mapped_column(Integer)
+    running: Mapped[int] = mapped_column(Integer, default=0)
+    started: Mapped[dt.datetime] = mapped_column(DateTime)
+    last_seen: Mapped[dt.datetime] = mapped_column(DateTime, index=True)
+
+
 @dataclass
 class Job:
     """A job as the rest of irscope sees it (stage texts are fetched separately)."""
@@ -89,10 +124,19 @@ class Job:
     timings: dict[str, Any] = field(default_factory=dict)
     progress: str = ""
     stages: list[Stage] = field(default_factory=list)
+    queue: str = "cpu"
+    placement: dict[str, Any] = field(default_factory=dict)
+    worker: str | None = None
+    attempts: int = 0
 
     @property
     def finished(self) -> bool:
         return self.status in ("done", "failed")
+
+    @property
+    def worker_name(self) -> str | None:
+        """The worker's name without its process instance."""
+        return self.worker.rsplit("/", 1)[0] if self.worker else None
 
     def to_json(self) -> dict[str, Any]:
         """The public JSON shape of GET /api/jobs/<id>."""
@@ -100,35 +144,72 @@ class Job:
                 "error": self.error.to_json() if self.error else None,
                 "stages": [{"key": s.key, "title": s.title, "group": s.group, "format": s.format, "size": s.size}
                            for s in self.stages],
-                "timings": self.timings, "toolchain": self.toolchain, "request": self.request.to_json()}
+                "timings": self.timings, "toolchain": self.toolchain, "request": self.request.to_json(),
+                "queue": self.queue, "placement": self.placement, "worker": self.worker_name,
+                "attempts": self.attempts}
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker process of the worker tier, from its heartbeat."""
+
+    id: str
+    name: str
+    host: str
+    queues: list[str]
+    capabilities: dict[str, Any]
+    concurrency: int
+    running: int
+    started: dt.datetime
+    last_seen: dt.datetime
 
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+UNFINISHED = ("queued", "running")
+
+
 class Store:
-    def __init__(self, url: str):
-        connect_args = {"check_same_thread": False, "timeout": 30} if url.startswith("sqlite") else {}
-        self.engine = create_engine(url, connect_args=connect_args)
+    def __init__(self, url: str, chunk_bytes: int = 256 * 1024):
+        self.chunk_bytes = chunk_bytes
+        self.postgres = url.startswith("postgresql")
         if url.startswith("sqlite"):
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
             @event.listens_for(self.engine, "connect")
             def _pragmas(conn, _record):  # WAL: readers (page polls) never wait for the writer
                 cur = conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
-        Base.metadata.create_all(self.engine)
+        else:
+            # A server that restarted (or a dropped connection) is noticed before a query fails.
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        migrations.upgrade(self.engine)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
-        self._lock = threading.Lock()  # SQLite allows one writer; serialise ours instead of retrying
+        # SQLite allows one writer: serialise ours instead of retrying. PostgreSQL needs no such lock.
+        self._lock = threading.Lock() if not self.postgres else contextlib.nullcontext()
+
+    def _now(self) -> Any:
+        """The time to record, from one clock for every machine: the database's (UTC) on
+        PostgreSQL, this process's on SQLite (which is only ever used on one machine)."""
+        return func.timezone("UTC", func.clock_timestamp()) if self.postgres else _utc_now()
+
+    def _ago(self, seconds: float) -> Any:
+        return self._now() - dt.timedelta(seconds=seconds)
 
     # --- jobs -------------------------------------------------------------------------------
-    def create_job(self, job_id: str, cache_key: str, request: Request, toolchain: dict[str, str]) -> Job:
+    def create_job(self, job_id: str, cache_key: str, request: Request, toolchain: dict[str, str],
+                   client: str = "", queue: str = "cpu", placement: dict[str, Any] | None = None) -> Job:
         # `created` to the microsecond (the server default has whole seconds): it orders the queue.
         with self._lock, self._session.begin() as s:
             s.add(JobRow(id=job_id, cache_key=cache_key, language=request.language, request=request.to_json(),
-                         toolchain=toolchain, status="queued", timings={}, created=_utc_now()))
-        return Job(id=job_id, cache_key=cache_key, request=request, status="queued", toolchain=toolchain)
+                         toolchain=toolchain, status="queued", timings={}, created=self._now(), client=client[:64],
+                         queue=queue, placement=placement or {}, attempts=0))
+        return Job(id=job_id, cache_key=cache_key, request=request, status="queued", toolchain=toolchain,
+                   queue=queue, placement=placement or {})
 
     def find_reusable(self, cache_key: str, reusable_errors: frozenset[str]) -> Job | None:
         """The newest job for this key that is done, still in flight, or failed for a reason the
@@ -154,7 +235,18 @@ class Store:
                    toolchain=row.toolchain or {}, error=JobError.from_json(row.error), timings=row.timings or {},
                    progress=row.progress or "",
                    stages=[Stage(key=k, title=t, group=g, format=f, size=z, source_map=m or [], meta=me or {})
-                           for k, t, g, f, z, m, me in stages])
+                           for k, t, g, f, z, m, me in stages],
+                   queue=row.queue or "cpu", placement=row.placement or {}, worker=row.worker,
+                   attempts=row.attempts or 0)
+
+    def claim_job(self, job_id: str, worker: str) -> bool:
+        """Mark a queued job as taken by `worker` (one more attempt). False when it is not queued
+        (another worker has it, or it ended): a duplicate delivery of its message then does nothing."""
+        with self._lock, self._session.begin() as s:
+            done = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == "queued")
+                             .values(status="running", worker=worker, attempts=JobRow.attempts + 1,
+                                     started=self._now(), progress="taken by worker " + worker.rsplit("/", 1)[0]))
+            return done.rowcount == 1
 
     def set_running(self, job_id: str, progress: str = "") -> None:
         self._update(job_id, status="running", progress=progress)
@@ -168,7 +260,7 @@ class Store:
     def finish_job(self, job_id: str, error: JobError | None, timings: dict[str, Any]) -> None:
         self._update(job_id, status="failed" if error else "done", progress="",
                      error=error.to_json() if error else None, timings=timings,
-                     finished=_utc_now())
+                     finished=self._now())
 
     def _update(self, job_id: str, **values: Any) -> None:
         with self._lock, self._session.begin() as s:
@@ -179,47 +271,135 @@ class Store:
         with self._session() as s:
             return s.scalar(select(func.count()).select_from(JobRow).where(JobRow.status == "queued")) or 0
 
+    def client_jobs(self, client: str) -> int:
+        """Jobs of this client that are waiting or running."""
+        with self._session() as s:
+            return s.scalar(select(func.count()).select_from(JobRow).where(
+                JobRow.client == client[:64], JobRow.status.in_(UNFINISHED))) or 0
+
     def queue_position(self, job_id: str) -> int | None:
-        """1 for the next queued job to start, 2 for the one after it, ...; None unless `job_id` is
-        queued. Counted in the store, so every web process and worker machine sees the same queue."""
+        """1 for the next queued job of its queue to start, 2 for the one after it, ...; None unless
+        `job_id` is queued. Counted in the store, so every web process and worker machine sees the
+        same queue."""
         with self._session() as s:
             row = s.get(JobRow, job_id)
             if row is None or row.status != "queued":
                 return None
             ahead = s.scalar(select(func.count()).select_from(JobRow).where(
-                JobRow.status == "queued",
+                JobRow.status == "queued", JobRow.queue == row.queue,
                 or_(JobRow.created < row.created, and_(JobRow.created == row.created, JobRow.id < row.id))))
             return int(ahead or 0) + 1
 
     def unfinished_jobs(self) -> list[str]:
         with self._session() as s:
-            return list(s.scalars(select(JobRow.id).where(JobRow.status.in_(("queued", "running")))))
+            return list(s.scalars(select(JobRow.id).where(JobRow.status.in_(UNFINISHED))))
+
+    def lost_jobs(self, live_instances: set[str]) -> list[Job]:
+        """Running jobs whose worker process is not among the live ones."""
+        with self._session() as s:
+            rows = s.scalars(select(JobRow).where(JobRow.status == "running", JobRow.worker.is_not(None))).all()
+            return [self._job(s, r) for r in rows if r.worker.rsplit("/", 1)[-1] not in live_instances]
+
+    def requeue_lost(self, job: Job, progress: str) -> bool:
+        """Put a job whose worker died back in its queue, its stages cleared for the next try.
+        False when it is no longer running on that worker (someone else handled it)."""
+        with self._lock, self._session.begin() as s:
+            done = s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.status == "running",
+                                                  JobRow.worker == job.worker)
+                             .values(status="queued", worker=None, progress=progress, timings={}))
+            if done.rowcount != 1:
+                return False
+            s.execute(delete(StageChunkRow).where(StageChunkRow.job_id == job.id))
+            s.execute(delete(StageRow).where(StageRow.job_id == job.id))
+            return True
+
+    def unrequeue(self, job: Job) -> None:
+        """Undo `requeue_lost` when its message could not be sent (the broker is down): the job is
+        again running on its dead worker, so the next look for lost jobs finds it again."""
+        with self._lock, self._session.begin() as s:
+            s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.status == "queued", JobRow.worker.is_(None))
+                      .values(status="running", worker=job.worker))
+
+    def fail_lost(self, job: Job, error: JobError) -> bool:
+        with self._lock, self._session.begin() as s:
+            done = s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.status == "running",
+                                                  JobRow.worker == job.worker)
+                             .values(status="failed", progress="", error=error.to_json(), finished=self._now()))
+            return done.rowcount == 1
 
     # --- stages ------------------------------------------------------------------------------
     def add_stage(self, job_id: str, position: int, stage: Stage, text: str) -> None:
+        chunks = stage_text.split(text, self.chunk_bytes)
         row = StageRow(job_id=job_id, key=stage.key, position=position, title=stage.title, group=stage.group,
                        format=stage.format, size=stage.size, source_map=stage.source_map, meta=stage.meta,
-                       data=zlib.compress(text.encode("utf-8"), 6))
+                       lines=sum(c.line_count for c in chunks))
         with self._lock, self._session.begin() as s:
+            s.execute(delete(StageChunkRow).where(StageChunkRow.job_id == job_id, StageChunkRow.key == stage.key))
             s.merge(row)
+            s.flush()
+            s.add_all([StageChunkRow(job_id=job_id, key=stage.key, n=c.n, first_line=c.first_line,
+                                     line_count=c.line_count, data=c.data) for c in chunks])
 
     def stage_keys(self, job_id: str) -> set[str]:
         with self._session() as s:
             return set(s.scalars(select(StageRow.key).where(StageRow.job_id == job_id)))
 
+    def _stage_row(self, s: Session, job_id: str, key: str) -> StageRow | None:
+        """A key without its `:qualifier` finds the first stage that has one (`dynamo.fx_graph` ->
+        `dynamo.fx_graph:0/0`), so clients can ask for a stage by kind."""
+        row = s.get(StageRow, (job_id, key))
+        if row is None and ":" not in key:
+            row = s.scalars(select(StageRow).where(StageRow.job_id == job_id, StageRow.key.startswith(key + ":"))
+                            .order_by(StageRow.position).limit(1)).first()
+        return row
+
+    @staticmethod
+    def _stage(row: StageRow) -> Stage:
+        return Stage(key=row.key, title=row.title, group=row.group, format=row.format, size=row.size,
+                     source_map=row.source_map or [], meta=row.meta or {})
+
+    @staticmethod
+    def _chunks(rows: Any) -> list[stage_text.Chunk]:
+        return [stage_text.Chunk(r.n, r.first_line, r.line_count, r.data) for r in rows]
+
     def stage_text(self, job_id: str, key: str) -> tuple[Stage, str] | None:
-        """A stage and its text. A key without its `:qualifier` finds the first stage that has one
-        (`dynamo.fx_graph` -> `dynamo.fx_graph:0/0`), so clients can ask for a stage by kind."""
+        """A stage and its whole text."""
         with self._session() as s:
-            row = s.get(StageRow, (job_id, key))
-            if row is None and ":" not in key:
-                row = s.scalars(select(StageRow).where(StageRow.job_id == job_id, StageRow.key.startswith(key + ":"))
-                                .order_by(StageRow.position).limit(1)).first()
+            row = self._stage_row(s, job_id, key)
             if row is None:
                 return None
-            stage = Stage(key=row.key, title=row.title, group=row.group, format=row.format, size=row.size,
-                          source_map=row.source_map or [], meta=row.meta or {})
-            return stage, zlib.decompress(row.data).decode("utf-8")
+            chunks = s.execute(select(StageChunkRow).where(StageChunkRow.job_id == row.job_id,
+                                                           StageChunkRow.key == row.key)).scalars().all()
+            return self._stage(row), stage_text.join(self._chunks(chunks))
+
+    def stage_page(self, job_id: str, key: str, first: int, count: int) -> tuple[Stage, int, str] | None:
+        """A stage, its number of lines, and lines `first .. first + count - 1` (0-based) of its text,
+        read from the chunks holding those lines only."""
+        with self._session() as s:
+            row = self._stage_row(s, job_id, key)
+            if row is None:
+                return None
+            chunks = s.execute(select(StageChunkRow).where(
+                StageChunkRow.job_id == row.job_id, StageChunkRow.key == row.key,
+                StageChunkRow.first_line < first + count,
+                StageChunkRow.first_line + StageChunkRow.line_count > first)).scalars().all()
+            return self._stage(row), row.lines, stage_text.page(self._chunks(chunks), first, count)
+
+    def stage_chunks(self, job_id: str, key: str) -> Any:
+        """The stage's text chunk by chunk, each decompressed when it is reached (for streaming a
+        large stage without holding it whole)."""
+        with self._session() as s:
+            row = self._stage_row(s, job_id, key)
+            if row is None:
+                return
+            count = s.scalar(select(func.count()).select_from(StageChunkRow).where(
+                StageChunkRow.job_id == row.job_id, StageChunkRow.key == row.key)) or 0
+            job_id, key = row.job_id, row.key
+        for n in range(count):
+            with self._session() as s:
+                chunk = s.get(StageChunkRow, (job_id, key, n))
+            if chunk is not None:
+                yield stage_text.Chunk(chunk.n, chunk.first_line, chunk.line_count, chunk.data).text()
 
     # --- uploads -----------------------------------------------------------------------------
     def add_upload(self, digest: str, name: str, data: bytes) -> None:
@@ -269,3 +449,26 @@ class Store:
         with self._session() as s:
             row = s.get(ComparisonRow, comparison_id)
             return (row.job_a, row.job_b) if row else None
+
+    # --- workers -----------------------------------------------------------------------------
+    def heartbeat(self, worker: Worker, forget_after_s: float) -> None:
+        """Record that `worker` is alive now (and forget workers silent for `forget_after_s`)."""
+        with self._lock, self._session.begin() as s:
+            s.merge(WorkerRow(id=worker.id, name=worker.name, host=worker.host, queues=worker.queues,
+                              capabilities=worker.capabilities, concurrency=worker.concurrency,
+                              running=worker.running, started=worker.started, last_seen=self._now()))
+            s.execute(delete(WorkerRow).where(WorkerRow.last_seen < self._ago(forget_after_s)))
+
+    def remove_worker(self, worker_id: str) -> None:
+        with self._lock, self._session.begin() as s:
+            s.execute(delete(WorkerRow).where(WorkerRow.id == worker_id))
+
+    def live_workers(self, lost_after_s: float) -> list[Worker]:
+        """Workers whose last heartbeat is at most `lost_after_s` old."""
+        with self._session() as s:
+            rows = s.scalars(select(WorkerRow).where(WorkerRow.last_seen >= self._ago(lost_after_s))
+                             .order_by(WorkerRow.name)).all()
+            return [Worker(id=r.id, name=r.name, host=r.host, queues=list(r.queues), capabilities=r.capabilities,
+                           concurrency=r.concurrency, running=r.running, started=r.started, last_seen=r.last_seen)
+                    for r in rows]
+

@@ -192,3 +192,35 @@ def lesson_jobs(tmp_path_factory, pytorch_toolchain_cache) -> LessonJobs:
         wait_job(client, job_id, timeout=1800)
     yield LessonJobs(app=app, data_dir=str(base / "var"), ids=ids)
     svc.runner.shutdown()
+
+
+# --- real Redis and PostgreSQL, one of each per session (tests/real_servers.py) ---------------------
+
+@pytest.fixture(scope="session")
+def redis_server():
+    from tests import real_servers
+    if real_servers.redis_binary() is None:
+        pytest.skip("redis-server is not installed (Debian package redis-server; ./run.sh installs it as root)")
+    server = real_servers.start_redis()
+    yield server
+    server.stop()
+    shutil.rmtree(server.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    from tests import real_servers
+    if real_servers.postgres_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql; ./run.sh installs it as root)")
+    server = real_servers.start_postgres()
+    yield server
+    server.stop()
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh, empty PostgreSQL database of its own."""
+    return postgres_server.create_database(f"irscope_test_{next(_databases)}")

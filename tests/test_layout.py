@@ -20,13 +20,17 @@ COMPILER_PACKAGES = ("pytorch", "triton", "xla", "fake", "imports")
 RANKS = {
     "compiler": 0, "compiler.model": 0, "compiler.formats": 0, "compiler.mlir_text": 0, "compiler.cgroups": 0,
     "compiler.targets": 0, "compiler.targets.xla_gpu": 0,
+    "compiler.targets.host_devices": 0, "compiler.stage_text": 0, "compiler.migrations": 0,
+    "compiler.migrations.env": 0, "compiler.migrations.versions.0001_initial": 0,
+    "compiler.migrations.versions.0002_worker_tier": 1,
+    "compiler.migrations.versions.0003_uploads_comparisons": 0, "compiler.routing": 1,
     "compiler.pipeline": 1, "compiler.store": 1, "compiler.targets.virtual_gpu": 1, "compiler.sandbox": 1,
     "compiler.bundle_reader": 1,
     "compiler.user_code": 2, "compiler.graph_drawing": 2, "compiler.job_dir": 2,
     "compiler.registry": 3,
     "compiler.toolchain": 4,
-    "compiler.runner": 5, "compiler.worker": 5,
-    "compiler.jobs": 6,
+    "compiler.runner": 5, "compiler.worker": 5, "compiler.celery_runner": 5,
+    "compiler.jobs": 6, "compiler.worker_tier": 6,
 }
 # What a compiler package may import from the rest of compiler/: the shared modules below it.
 SHARED = {"compiler.model", "compiler.formats", "compiler.mlir_text", "compiler.targets", "compiler.pipeline",

@@ -17,7 +17,7 @@ Viewer = Callable[[str, dict[str, Any]], str]
 
 def _code(lexer: str) -> Viewer:
     return lambda text, meta: code.render(text, lexer, meta.get("source_map"), ir_locations=meta.get("ir_locations"),
-                                          ir_links=meta.get("ir_links"))
+                                          ir_links=meta.get("ir_links"), first_line=int(meta.get("first_line", 1)))
 
 
 # The formats that are not code, by name; every code format is drawn by its lexer.

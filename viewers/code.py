@@ -84,11 +84,13 @@ def _source_ref(sources: list[int] | None) -> str:
 
 
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
-           max_lines: int = 20000, ir_locations: object = None, ir_links: object = None) -> str:
+           max_lines: int = 20000, ir_locations: object = None, ir_links: object = None,
+           first_line: int = 1) -> str:
     """Highlighted, numbered lines. `source_map` pairs (artifact line, source line), 1-based; an
     artifact line may map to several source lines, the first one colours it. `ir_locations` (stage
     meta) gives each line its location chains (`data-locs`); `ir_links` how many of them reach
-    each earlier stage."""
+    each earlier stage. `first_line` is the number of the text's first line (a page of a longer
+    stage)."""
     locations, files = _locations(ir_locations)
     by_line: dict[int, list[int]] = {}
     for artifact_line, source_line in source_map or []:
@@ -97,7 +99,7 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
     truncated = len(all_lines) > max_lines
     shown = "\n".join(all_lines[:max_lines]) if truncated else text
     rows = []
-    for number, html in enumerate(highlighted_lines(shown, lexer_name), start=1):
+    for number, html in enumerate(highlighted_lines(shown, lexer_name), start=first_line):
         sources = by_line.get(number)
         attrs = f' data-src="{sources[0]}" data-srcs="{" ".join(map(str, sources))}"' if sources else ""
         if number in locations:

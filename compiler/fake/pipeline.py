@@ -9,6 +9,7 @@ import time
 
 from compiler.model import Request
 from compiler.pipeline import JobContext, Option, Pipeline
+from compiler.targets import TARGETS
 from compiler.user_code import run_source, write_user_file
 
 
@@ -20,6 +21,9 @@ class FakePipeline(Pipeline):
     options = (
         Option("shout", "bool", False, "Uppercase the fake.lines stage."),
         Option("stage_delay_s", "int", 0, "Seconds to wait between stages (to watch progress).", minimum=0, maximum=30),
+        Option("target", "choice", "host", "The device the job asks for, routed like the compilers' target option "
+                                           "(the fake pipeline compiles nothing for it; it records it).",
+               choices=("host", "auto", *TARGETS)),
     )
 
     def run(self, request: Request, ctx: JobContext) -> None:
@@ -37,5 +41,7 @@ class FakePipeline(Pipeline):
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(lines, start=1))
         bundle.add("fake.lines", "Numbered lines", "Fake", "text", text if request.options.get("shout") else numbered,
                    source_map=[[n, n] for n in range(1, len(lines) + 1)])
+        if request.options.get("target", "host") != "host":
+            bundle.add("fake.target", "Target", "Fake", "text", request.options["target"])
         names = sorted(k for k in namespace if not k.startswith("__"))
         bundle.add("fake.names", "Names defined", "Fake", "text", "\n".join(names))
