@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -43,7 +43,7 @@ def submit_import(page, path: str) -> None:
     page.click("#import-submit")
     page.wait_for_selector("#job-bar, .import-error", timeout=60_000)
     assert page.locator(".import-error").count() == 0, page.inner_text(".import-error")
-    page.wait_for_url("**/j/*")
+    page.wait_for_url(re.compile(r".*/j/\w+(#.*)?$"))
 
 
 def lit(page, pane: str) -> list[dict]:
