@@ -101,7 +101,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
                                              spare_workers=int(values["spare_workers"]),
                                              max_stage_bytes=int(values["max_stage_kb"]) * 1024, user=user,
                                              job_disk_bytes=int(values["job_disk_mb"]) * 2**20 if use_bwrap else 0,
-                                             caps=caps_from(values)))
+                                             caps=caps_from(values),
+                                             run_memory_percent=int(values["run_memory_percent"])))
     jobs = Jobs(store, runner, JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
                                           reuse_results=bool(values["reuse_results"]),
                                           max_queued_jobs=int(values["max_queued_jobs"])))

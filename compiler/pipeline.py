@@ -128,6 +128,7 @@ class UserError(Exception):
 # Defaults of the settings table (app/settings.py), for a context built outside the worker (tests).
 DEFAULT_OUTPUT_LIMIT_BYTES = 1024 << 10
 DEFAULT_MAX_STAGE_BYTES = 16384 << 10
+DEFAULT_RUN_MEMORY_PERCENT = 25
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ class JobLimits:
     output_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES  # program output kept (setting output_limit_kb)
     memory_mb: int | None = None  # the sandbox's address-space limit (setting memory_limit_mb)
     file_size_mb: int | None = None  # the sandbox's file-size limit (setting file_size_limit_mb)
+    run_memory_percent: int = DEFAULT_RUN_MEMORY_PERCENT  # a model runs if it fits this share of memory_mb
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

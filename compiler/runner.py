@@ -55,6 +55,7 @@ class RunnerConfig:
     user: sandbox.SandboxUser | None = None  # the host user jobs run as (with a root server)
     job_disk_bytes: int = 0  # size of each job's /job tmpfs; 0: a plain directory
     caps: BundleCaps = BundleCaps()  # what the runner reads of a job's out/ at most
+    run_memory_percent: int = 25  # a PyTorch job runs its model if it fits this share of the memory limit
 
 
 class LocalRunner:
@@ -248,6 +249,7 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
         "IRSCOPE_MEMORY_LIMIT_MB": str(config.limits.memory_bytes // 2**20),
         "IRSCOPE_FILE_SIZE_LIMIT_MB": str(config.limits.file_bytes // 2**20),
         "IRSCOPE_MAX_STAGE_BYTES": str(config.max_stage_bytes),
+        "IRSCOPE_RUN_MEMORY_PERCENT": str(config.run_memory_percent),
     }
 
 

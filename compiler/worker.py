@@ -25,9 +25,9 @@ from typing import Mapping
 
 from compiler import registry
 from compiler.model import JobError, Request
-from compiler.pipeline import DEFAULT_MAX_STAGE_BYTES, DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, JobContext, JobLimits, \
-    OptionError, UserError
-from compiler.user_code import user_error
+from compiler.pipeline import DEFAULT_MAX_STAGE_BYTES, DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_RUN_MEMORY_PERCENT, \
+    Bundle, JobContext, JobLimits, OptionError, UserError
+from compiler.user_code import is_out_of_memory, user_error
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ def environment_settings(environ: Mapping[str, str]) -> WorkerSettings:
         spare_for=environ.get("IRSCOPE_SPARE_FOR", ""),
         limits=JobLimits(output_bytes=number("IRSCOPE_OUTPUT_LIMIT") or DEFAULT_OUTPUT_LIMIT_BYTES,
                          memory_mb=number("IRSCOPE_MEMORY_LIMIT_MB"),
-                         file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB")),
+                         file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB"),
+                         run_memory_percent=number("IRSCOPE_RUN_MEMORY_PERCENT") or DEFAULT_RUN_MEMORY_PERCENT),
         max_stage_bytes=number("IRSCOPE_MAX_STAGE_BYTES") or DEFAULT_MAX_STAGE_BYTES,
         toolchain_cache=environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""),
         export_toolchain_cache=environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE", ""),
@@ -108,6 +109,9 @@ def main(argv: list[str]) -> int:
         bundle.finish(user_error(e, "", ctx.limits).error)
         return 0
     except Exception as e:  # noqa: BLE001 - a pipeline bug must still end the job with a message
+        if is_out_of_memory(e):  # in any form (a C++ allocator, g++, ENOMEM): the limit, not a bug
+            bundle.finish(user_error(e, "", ctx.limits, during=f"running the {request.language} pipeline").error)
+            return 0
         traceback.print_exc()
         bundle.finish(JobError("InternalError", f"irscope's {request.language} pipeline failed: "
                                                 f"{type(e).__name__}: {e}"[:4000]))
