@@ -172,6 +172,10 @@ class Bundle:
         self.max_stage_bytes = max_stage_bytes
         self.manifest = Manifest(status="running", toolchain=dict(toolchain or {}))
         self._keys: set[str] = set()
+        # Each stage's manifest entry, encoded once when it is added: a job writes hundreds of stages
+        # (one per Triton config and IR level) with long source maps, and re-encoding all of them on
+        # every flush made writing the manifest quadratic (minutes for a transformer on a virtual GPU).
+        self._encoded_stages: list[str] = []
         os.makedirs(directory, exist_ok=True)
         self.flush()
 
@@ -201,6 +205,7 @@ class Bundle:
         stage = Stage(key=key, title=title, group=group, format=fmt, size=len(text.encode("utf-8")), file=file,
                       source_map=[list(p) for p in (source_map or [])], meta=meta)
         self.manifest.stages.append(stage)
+        self._encoded_stages.append(json.dumps(stage.to_json()))
         self.flush()
         return stage
 
@@ -224,9 +229,12 @@ class Bundle:
         self.flush()
 
     def flush(self) -> None:
+        # manifest.to_json(), with the stages' entries encoded once (see _encoded_stages)
+        head = self.manifest.to_json_without_stages()
+        text = json.dumps(head)[:-1] + ', "stages": [' + ", ".join(self._encoded_stages) + "]}"
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".manifest", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(self.manifest.to_json(), f)
+            f.write(text)
         os.replace(tmp, os.path.join(self.directory, "manifest.json"))
 
 
