@@ -43,7 +43,9 @@ FIDELITY_NOTES = (
     "BatchNorm and autograd behave as on a GPU; no CUDA library is loaded.",
     "Ops without a meta kernel run their CPU kernel on zeros to learn output shapes; choices a CUDA kernel "
     "would make itself (scaled_dot_product_attention's backend among them) are the CPU build's.",
-    "joint_graph_constant_folding is off: folding would evaluate constants on the CUDA device.",
+    "joint_graph_constant_folding is off: folding would evaluate constants on the CUDA device; for the same "
+    "reason make_fx tracks no values of small constant tensors (code that reads one while tracing, .item() of a "
+    "constant, fails), where on a GPU it computes them there.",
     "The static CUDA launcher is off and compile_threads=1: kernels are compiled in-process so their "
     "IR stays reachable; launchers are never built, so Inductor's occupancy-driven RBLOCK halving (it reads "
     "register counts from the loaded kernel) does not run.",
@@ -206,6 +208,7 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     import torch._inductor.runtime.triton_heuristics as triton_heuristics
     import torch._subclasses.fake_tensor as fake_tensor
     import torch._subclasses.functional_tensor as functional_tensor
+    import torch.fx.experimental.proxy_tensor as proxy_tensor
     import torch.utils._pytree as pytree
     from torch._dynamo import device_interface
 
@@ -297,7 +300,12 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     original_plugins = triton_heuristics.get_caching_autotuner_plugins
     triton_heuristics.get_caching_autotuner_plugins = lambda autotuner: [CompileOnly(), *original_plugins(autotuner)]
 
-    # 7. Inductor: skip what needs a real device (see FIDELITY_NOTES).
+    # 7. make_fx computes the values of small constant tensors for real as it traces, to answer
+    #    .item() on them later; on the virtual device that is an allocation no backend can make
+    #    (a constant moved with .cuda() in forward), so it tracks none (see FIDELITY_NOTES).
+    proxy_tensor.CONSTANT_NUMEL_LIMIT = 0
+
+    # 8. Inductor: skip what needs a real device (see FIDELITY_NOTES).
     inductor_config.use_static_cuda_launcher = False
     inductor_config.compile_threads = 1
     inductor_config.joint_graph_constant_folding = False
