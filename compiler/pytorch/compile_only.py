@@ -31,41 +31,54 @@ def fake_mode() -> Any:
 
 def to_fake(value: Any, mode: Any) -> Any:
     """`value` with every tensor in it (an nn.Module's parameters and buffers too) replaced by a
-    fake tensor of the same shape, strides, dtype and device."""
+    fake tensor of the same shape, strides, dtype and device; tensors already fake (a model built
+    under the fake mode) stay as they are."""
     import torch
     import torch.utils._pytree as pytree
 
     if isinstance(value, torch.nn.Module):
-        # Module._apply keeps Parameters Parameters (a fake one is a FakeTensor marked _is_param)
-        # and requires_grad as it was.
-        return value._apply(lambda t: _fake_tensor(t, mode))
+        return _replace_tensors(value, lambda t: _fake_tensor(t, mode))
     return pytree.tree_map(lambda t: _fake_tensor(t, mode) if isinstance(t, torch.Tensor) else t, value)
 
 
 def to_device(model: Any, inputs: tuple, device: str) -> tuple[Any, tuple]:
     """Fake `model` and `inputs` moved to `device`, as `model.to(device)` and `t.to(device)` would
-    move real ones. nn.Module.to swaps a fake parameter in place, which PyTorch refuses (the fake
-    tensor has weak references), so each parameter and buffer is replaced by a moved copy instead
-    (a parameter shared by two modules stays shared)."""
+    move real ones."""
     import torch
     import torch.utils._pytree as pytree
 
-    moved: dict[int, Any] = {}
     if isinstance(model, torch.nn.Module):
-        for module in model.modules():
-            for name, param in list(module._parameters.items()):
-                if param is not None:
-                    if id(param) not in moved:
-                        with torch.no_grad():
-                            moved[id(param)] = torch.nn.Parameter(param.to(device), requires_grad=param.requires_grad)
-                    module._parameters[name] = moved[id(param)]
-            for name, buffer in list(module._buffers.items()):
-                if buffer is not None:
-                    if id(buffer) not in moved:
-                        moved[id(buffer)] = buffer.to(device)
-                    module._buffers[name] = moved[id(buffer)]
+        model = _replace_tensors(model, lambda t: t.to(device))
     inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, inputs)
     return model, inputs
+
+
+def _replace_tensors(model: Any, convert: Any) -> Any:
+    """`model` with each parameter and buffer replaced by `convert(tensor)`, as Module._apply would,
+    but by assignment: Module._apply swaps a fake parameter in place, which PyTorch refuses (a fake
+    tensor has weak references). A Parameter stays a Parameter with its requires_grad, one shared by
+    two modules stays shared, and one `convert` leaves unchanged is kept."""
+    import torch
+
+    converted: dict[int, tuple[Any, Any]] = {}  # id(old) -> (old, new): old kept alive, its id unique
+
+    def new(t: Any, parameter: bool) -> Any:
+        if id(t) not in converted:
+            with torch.no_grad():
+                result = convert(t)
+            if parameter and result is not t:
+                result = torch.nn.Parameter(result, requires_grad=t.requires_grad)
+            converted[id(t)] = (t, result)
+        return converted[id(t)][1]
+
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None:
+                module._parameters[name] = new(param, parameter=True)
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = new(buffer, parameter=False)
+    return model
 
 
 def _fake_tensor(t: Any, mode: Any) -> Any:
