@@ -59,8 +59,14 @@ def test_patched_torch_names_exist():
     import torch.fx.experimental.proxy_tensor as proxy_tensor
     assert isinstance(proxy_tensor.CONSTANT_NUMEL_LIMIT, int)
     assert "CONSTANT_NUMEL_LIMIT" in inspect.getsource(proxy_tensor.proxy_call)
-    for key in ("use_static_cuda_launcher", "compile_threads", "joint_graph_constant_folding"):
+    for key in ("use_static_cuda_launcher", "compile_threads", "joint_graph_constant_folding", "shape_padding",
+                "force_shape_pad"):
         assert hasattr(inductor_config, key), key
+    # pad_mm times padded and unpadded matmuls on the device unless shape_padding is off or padding is forced
+    from torch._inductor.fx_passes import pad_mm
+    assert "config.shape_padding" in inspect.getsource(pad_mm.can_pad)
+    should_pad = inspect.getsource(pad_mm._should_pad)
+    assert "do_bench = get_do_bench()" in should_pad and "force_shape_pad" in should_pad
     # Inductor's kernel modules check at import that the active driver is the NVIDIA one
     assert "isinstance(driver.active, backend.driver)" in inspect.getsource(triton_helpers.set_driver_to_gpu)
 

@@ -50,6 +50,8 @@ FIDELITY_NOTES = (
     "IR stays reachable; launchers are never built, so Inductor's occupancy-driven RBLOCK halving (it reads "
     "register counts from the loaded kernel) does not run.",
     "Autotuning does not benchmark: every config is compiled and shown; the wrapper names the first.",
+    "shape_padding is off (unless force_shape_pad is set): Inductor decides whether to pad a matmul with "
+    "unaligned sizes by timing padded and unpadded matmuls on the GPU; here every such matmul stays unpadded.",
     "Device properties (SM count, shared memory, L2) are the published figures of the product named "
     "in the target; Inductor's heuristics read them.",
 )
@@ -309,3 +311,5 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     inductor_config.use_static_cuda_launcher = False
     inductor_config.compile_threads = 1
     inductor_config.joint_graph_constant_folding = False
+    if not inductor_config.force_shape_pad:  # forced, pad_mm pads without timing anything
+        inductor_config.shape_padding = False  # pad_mm times matmuls on the device to decide
