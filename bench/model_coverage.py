@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -83,6 +84,7 @@ def main() -> None:
         time.sleep(1.0)
     total_s = time.perf_counter() - started
     svc.runner.shutdown()
+    shutil.rmtree(config["data_dir"], ignore_errors=True)  # the jobs' stores: read above, not kept
 
     width = max(len(f) for f in files)
     print(f"{'model file':<{width}}  {'target':<11} {'status':<6} {'error kind':<16} {'run mode':<15} "
