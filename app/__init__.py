@@ -88,7 +88,8 @@ def runner_config(values: dict[str, Any], user: sandbox.SandboxUser | None, data
                         user=user, job_disk_bytes=int(values["job_disk_mb"]) * 2**20 if use_bwrap else 0,
                         caps=caps_from(values), measure_s=float(values["measure_s"]),
                         import_max_files=int(values["import_max_files"]),
-                        import_max_unpacked_bytes=int(values["import_max_unpacked_mb"]) * 2**20)
+                        import_max_unpacked_bytes=int(values["import_max_unpacked_mb"]) * 2**20,
+                        run_memory_percent=int(values["run_memory_percent"]))
 
 
 def open_store(values: dict[str, Any]) -> Store:

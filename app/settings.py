@@ -42,6 +42,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("wall_time_limit_s", 300, "Wall-clock seconds a job may take before it is stopped."),
     Setting("cpu_time_limit_s", 600, "CPU seconds the worker process may use (RLIMIT_CPU)."),
     Setting("memory_limit_mb", 6144, "Address space of each process in the sandbox, in MiB (RLIMIT_AS)."),
+    Setting("run_memory_percent", 25, "A PyTorch job with `run: auto` compiles and runs its model when the inputs "
+                                      "and parameters take at most this share of memory_limit_mb (running holds "
+                                      "them several times over: eager, compiled, a float64 reference); above it, "
+                                      "it compiles only, on fake tensors."),
     Setting("job_memory_mb", 8192, "Memory all processes of one job may use together, in MiB, its tmpfs files "
                                    "included (a memory cgroup; past it the kernel kills the job)."),
     Setting("job_cpus", 2.0, "CPU cores' worth of time a job may use at once (a cgroup CPU quota)."),

@@ -419,6 +419,7 @@ TIMINGS = {
     "run": "the compiled code's run time (`eager_ms`, `compiled_ms` medians with spread), `where`, `what`, "
            "`accuracy`, `memory`",
     "target": "where the job compiled for, and whether anything ran",
+    "run_mode": "compile-only or compile-and-run, and the sentence saying why (`mode`, `sentence`, sizes)",
     "kernels": "per-launch times on a real GPU",
     "job": "the runner's wall time, sandbox and worker",
 }

@@ -111,9 +111,11 @@ class Manifest:
     progress: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "stages": [s.to_json() for s in self.stages], "timings": self.timings,
-                "toolchain": self.toolchain, "error": self.error.to_json() if self.error else None,
-                "progress": self.progress}
+        return {**self.to_json_without_stages(), "stages": [s.to_json() for s in self.stages]}
+
+    def to_json_without_stages(self) -> dict[str, Any]:
+        return {"status": self.status, "timings": self.timings, "toolchain": self.toolchain,
+                "error": self.error.to_json() if self.error else None, "progress": self.progress}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Manifest":

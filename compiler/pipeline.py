@@ -147,6 +147,7 @@ DEFAULT_MAX_STAGE_BYTES = 16384 << 10
 DEFAULT_MEASURE_S = 1.0
 DEFAULT_IMPORT_FILES = 2000
 DEFAULT_IMPORT_BYTES = 512 << 20
+DEFAULT_RUN_MEMORY_PERCENT = 25
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class JobLimits:
     measure_s: float = DEFAULT_MEASURE_S  # time spent timing each side, eager and compiled (setting measure_s)
     import_files: int = DEFAULT_IMPORT_FILES  # members an uploaded archive may have (setting import_max_files)
     import_bytes: int = DEFAULT_IMPORT_BYTES  # bytes it may unpack to (setting import_max_unpacked_mb)
+    run_memory_percent: int = DEFAULT_RUN_MEMORY_PERCENT  # a model runs if it fits this share of memory_mb
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -264,18 +266,12 @@ class Bundle:
             self._write_manifest()
 
     def _write_manifest(self) -> None:
-        # Manifest.to_json without its stages, which are spliced in from their cached encodings.
-        stages = self.manifest.stages
-        self.manifest.stages = []
-        try:
-            head = json.dumps(self.manifest.to_json())
-        finally:
-            self.manifest.stages = stages
-        marker = '"stages": []'
-        assert marker in head
+        # manifest.to_json(), with the stages' entries encoded once (see _stage_json)
+        text = json.dumps(self.manifest.to_json_without_stages())[:-1] + ', "stages": [' + \
+            ", ".join(self._stage_json) + "]}"
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".manifest", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(head.replace(marker, '"stages": [' + ", ".join(self._stage_json) + "]", 1))
+            f.write(text)
         os.replace(tmp, os.path.join(self.directory, "manifest.json"))
 
 

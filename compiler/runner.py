@@ -61,6 +61,7 @@ class RunnerConfig:
     measure_s: float = 1.0  # time a pipeline spends timing each side of eager vs compiled
     import_max_files: int = 2000  # members an uploaded archive may have (setting import_max_files)
     import_max_unpacked_bytes: int = 512 << 20  # what it may unpack to (setting import_max_unpacked_mb)
+    run_memory_percent: int = 25  # a PyTorch job runs its model if it fits this share of the memory limit
 
 
 class LocalRunner:
@@ -274,6 +275,7 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
         "IRSCOPE_MEASURE_S": str(config.measure_s),
         "IRSCOPE_IMPORT_MAX_FILES": str(config.import_max_files),
         "IRSCOPE_IMPORT_MAX_UNPACKED_BYTES": str(config.import_max_unpacked_bytes),
+        "IRSCOPE_RUN_MEMORY_PERCENT": str(config.run_memory_percent),
     }
 
 

@@ -91,24 +91,49 @@ def describe(exc: BaseException) -> str:
     return text[:4000]
 
 
-def user_error(exc: BaseException, path: str, limits: JobLimits, kind: str = "UserCodeError") -> UserError:
-    """A UserError for an exception raised by (or while compiling) the user's code; `limits` name
-    the sandbox limit a MemoryError or an oversized file ran into."""
+# What running out of memory looks like, wherever it happens: Python's MemoryError, PyTorch's CPU
+# allocator ("[enforce fail at alloc_cpu.cpp:...] ... DefaultCPUAllocator: not enough memory"), a
+# C++ std::bad_alloc, a CUDA OutOfMemoryError, g++ building a kernel ("virtual memory exhausted",
+# "cc1plus: out of memory"), a fork or mmap refused with ENOMEM.
+_OUT_OF_MEMORY = re.compile(r"not enough memory|can't allocate memory|cannot allocate memory|out of memory|"
+                            r"std::bad_alloc|virtual memory exhausted", re.I)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True when `exc`, or an exception it was raised from, is a failure to get memory."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MemoryError) or (isinstance(current, OSError) and current.errno == errno.ENOMEM):
+            return True
+        if type(current).__name__ == "OutOfMemoryError" or _OUT_OF_MEMORY.search(str(current)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def user_error(exc: BaseException, path: str, limits: JobLimits, kind: str = "UserCodeError",
+               during: str = "") -> UserError:
+    """A UserError for an exception raised by (or while compiling, or timing) the user's code;
+    `limits` name the sandbox limit an out-of-memory or an oversized file ran into; `during` says
+    what irscope was doing, for failures outside the user's lines."""
     if isinstance(exc, UserError):
         return exc
     line = user_line(exc, path)
     where = f"line {line}: " if line else ""
-    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
+    while_doing = f" while {during}" if during else ""
+    if is_out_of_memory(exc):
         limit = limits.memory_mb if limits.memory_mb is not None else "?"
-        return UserError("MemoryLimit", f"{where}ran out of memory: the sandbox's address-space limit is {limit} MiB "
-                         f"(setting memory_limit_mb); {describe(exc)}", line)
+        return UserError("MemoryLimit", f"{where}ran out of memory{while_doing}: the sandbox's address-space limit "
+                         f"is {limit} MiB (setting memory_limit_mb); {describe(exc)}", line)
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         limit = limits.file_size_mb if limits.file_size_mb is not None else "?"
         return UserError("FileSizeLimit", f"{where}a file grew past the {limit} MiB file-size limit "
                          "(setting file_size_limit_mb)", line)
     if isinstance(exc, SyntaxError) and exc.filename == path:
         return UserError("SyntaxError", f"line {exc.lineno}: {exc.msg}", exc.lineno)
-    return UserError(kind, where + describe(exc), line)
+    return UserError(kind, where + (f"{during}: " if during and not line else "") + describe(exc), line)
 
 
 def run_user_file(path: str, limits: JobLimits) -> tuple[dict[str, Any], str]:

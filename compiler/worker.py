@@ -26,8 +26,8 @@ from compiler import job_dir as job_dirs
 from compiler import registry
 from compiler.model import JobError, Request
 from compiler.pipeline import DEFAULT_IMPORT_BYTES, DEFAULT_IMPORT_FILES, DEFAULT_MAX_STAGE_BYTES, DEFAULT_MEASURE_S, \
-    DEFAULT_OUTPUT_LIMIT_BYTES, Bundle, JobContext, JobLimits, OptionError, UserError
-from compiler.user_code import user_error
+    DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_RUN_MEMORY_PERCENT, Bundle, JobContext, JobLimits, OptionError, UserError
+from compiler.user_code import is_out_of_memory, user_error
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ def environment_settings(environ: Mapping[str, str]) -> WorkerSettings:
                          file_size_mb=number("IRSCOPE_FILE_SIZE_LIMIT_MB"),
                          measure_s=seconds("IRSCOPE_MEASURE_S", DEFAULT_MEASURE_S),
                          import_files=number("IRSCOPE_IMPORT_MAX_FILES") or DEFAULT_IMPORT_FILES,
-                         import_bytes=number("IRSCOPE_IMPORT_MAX_UNPACKED_BYTES") or DEFAULT_IMPORT_BYTES),
+                         import_bytes=number("IRSCOPE_IMPORT_MAX_UNPACKED_BYTES") or DEFAULT_IMPORT_BYTES,
+                         run_memory_percent=number("IRSCOPE_RUN_MEMORY_PERCENT") or DEFAULT_RUN_MEMORY_PERCENT),
         max_stage_bytes=number("IRSCOPE_MAX_STAGE_BYTES") or DEFAULT_MAX_STAGE_BYTES,
         toolchain_cache=environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""),
         export_toolchain_cache=environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE", ""),
@@ -145,6 +146,9 @@ def main(argv: list[str]) -> int:
         bundle.finish(user_error(e, "", ctx.limits).error)
         return 0
     except Exception as e:  # noqa: BLE001 - a pipeline bug must still end the job with a message
+        if is_out_of_memory(e):  # in any form (a C++ allocator, g++, ENOMEM): the limit, not a bug
+            bundle.finish(user_error(e, "", ctx.limits, during=f"running the {request.language} pipeline").error)
+            return 0
         traceback.print_exc()
         bundle.finish(JobError("InternalError", f"irscope's {request.language} pipeline failed: "
                                                 f"{type(e).__name__}: {e}"[:4000]))

@@ -28,14 +28,14 @@ def test_version_pin_holds_and_fails_loudly(monkeypatch):
 def test_patched_torch_names_exist():
     import torch
     import torch._inductor.config as inductor_config
-    import torch._inductor.fx_passes.joint_graph as joint_graph
     import torch._subclasses.fake_tensor as fake_tensor
+    import torch._subclasses.functional_tensor as functional_tensor
     from torch._dynamo import device_interface
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.runtime import compile_tasks, triton_helpers
+    from torch._inductor.codegen import wrapper
+    from torch._inductor.runtime import triton_heuristics, triton_helpers
 
     for name in ("get_device_capability", "get_device_properties", "current_device", "device_count",
-                 "get_device_name", "synchronize"):
+                 "get_device_name", "synchronize", "_lazy_init"):
         assert callable(getattr(torch.cuda, name)), name
     cuda = device_interface.get_interface_for_device("cuda")
     for name in ("get_device_properties", "current_device", "set_device"):
@@ -44,13 +44,44 @@ def test_patched_torch_names_exist():
         assert hasattr(cuda, name), name
     assert list(inspect.signature(fake_tensor.run_fallback_kernel).parameters) == [
         "fake_mode", "func", "flat_args", "args_spec", "orig_not_implemented_exception"]
-    assert callable(joint_graph.lazy_init)
-    for key in ("use_static_cuda_launcher", "compile_threads", "joint_graph_constant_folding"):
+    # AOTAutograd's .cuda() on functional tensors passes torch.cuda.current_device() (an index)
+    assert list(inspect.signature(functional_tensor.FunctionalTensor.cuda).parameters)[:2] == ["self", "device"]
+    assert "torch.cuda.current_device()" in inspect.getsource(functional_tensor.FunctionalTensor.cuda)
+    # Inductor's CUDA wrapper imports the raw-stream getter a CPU build lacks
+    assert "_cuda_getCurrentRawStream" in inspect.getsource(wrapper)
+    assert not hasattr(torch._C, "_cuda_getCurrentRawStream") or torch.cuda.is_available()
+    # the compile-only plugin: asked first in precompile, its answer other than DEFER skips launchers
+    assert hasattr(triton_heuristics, "CachingAutotunerPlugin") and hasattr(triton_heuristics, "DEFER")
+    assert callable(triton_heuristics.get_caching_autotuner_plugins)
+    precompile = inspect.getsource(triton_heuristics.CachingAutotuner.precompile)
+    assert "plugin.pre_compile(self) is not DEFER" in precompile and "_precompile_worker" in precompile
+    assert "get_caching_autotuner_plugins(self)" in inspect.getsource(triton_heuristics.CachingAutotuner.__init__)
+    import torch.fx.experimental.proxy_tensor as proxy_tensor
+    assert isinstance(proxy_tensor.CONSTANT_NUMEL_LIMIT, int)
+    assert "CONSTANT_NUMEL_LIMIT" in inspect.getsource(proxy_tensor.proxy_call)
+    for key in ("use_static_cuda_launcher", "compile_threads", "joint_graph_constant_folding", "shape_padding",
+                "force_shape_pad"):
         assert hasattr(inductor_config, key), key
-    assert list(inspect.signature(GraphLowering._compile_to_module_lines).parameters) == ["self", "wrapper_code"]
-    assert callable(compile_tasks._reload_python_module)
+    # pad_mm times padded and unpadded matmuls on the device unless shape_padding is off or padding is forced
+    from torch._inductor.fx_passes import pad_mm
+    assert "config.shape_padding" in inspect.getsource(pad_mm.can_pad)
+    should_pad = inspect.getsource(pad_mm._should_pad)
+    assert "do_bench = get_do_bench()" in should_pad and "force_shape_pad" in should_pad
     # Inductor's kernel modules check at import that the active driver is the NVIDIA one
     assert "isinstance(driver.active, backend.driver)" in inspect.getsource(triton_helpers.set_driver_to_gpu)
+
+
+def test_the_cpu_build_has_the_cuda_hooks_object_virtual_cuda_cpp_retypes():
+    """virtual_cuda.cpp re-types ATen's CUDA hooks object in place: it must be the CPU build's plain
+    CUDAHooksInterface, created by at::detail::getCUDAHooks(), with no data members (the .cpp
+    static_asserts the size when it is built)."""
+    import ctypes
+
+    import torch
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    assert hasattr(lib, "_ZN2at6detail12getCUDAHooksEv")  # at::detail::getCUDAHooks()
+    assert hasattr(lib, "_ZTIN2at18CUDAHooksInterfaceE")  # typeinfo for at::CUDAHooksInterface
+    assert torch._C._accelerator_getAccelerator() is None and not torch.cuda.is_available()
 
 
 def test_patched_triton_names_exist():
@@ -72,39 +103,35 @@ def test_patched_triton_names_exist():
 
 
 @pytest.mark.slow
-def test_shim_makes_inductor_emit_sm90_ptx(tmp_path):
+def test_virtual_device_runs_autograd_factory_calls_and_inductor_to_sm90_ptx(tmp_path):
     code = f'''
 import os, sys, re
 sys.path.insert(0, {ROOT!r})
 os.environ["TRITON_CACHE_DIR"] = {str(tmp_path / "tc")!r}
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = {str(tmp_path / "ic")!r}
-import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch._inductor.compile_fx import compile_fx
 from compiler.targets import get_target, virtual_gpu
-virtual_gpu.install_virtual_cuda(get_target("cuda:sm_90"))
+runtime = virtual_gpu.RuntimeBuild({str(tmp_path / "vc")!r})
+import torch
+virtual_gpu.install_virtual_cuda(get_target("cuda:sm_90"), runtime)
 assert torch.cuda.get_device_capability() == (9, 0)
-with FakeTensorMode(allow_non_fake_inputs=True):
-    x = virtual_gpu.fake_cuda_like(torch.empty(8, 32))
-    ep = torch.export.export(torch.nn.ReLU(), (x,))
-captured, restore = virtual_gpu.capture_inductor_wrapper()
-try:
-    compile_fx(ep.module(), [x])
-except Exception as e:
-    assert "code" in captured, e
-restore()
-src = re.search(r"async_compile\\.triton\\('(\\w+)', '{{3}}(.*?)'{{3}}", captured["code"], re.S)
-path = os.path.join({str(tmp_path)!r}, src.group(1) + ".py")
-open(path, "w").write(src.group(2))
-from torch._inductor.runtime.compile_tasks import _reload_python_module
-tuner = getattr(_reload_python_module(src.group(1), path), src.group(1))
-try:
-    tuner.precompile()
-except Exception:
-    pass  # building the launcher needs a device; the compilation is done
-ptx = tuner.compile_results[0].kernel.asm["ptx"]
+assert torch._C._accelerator_getAccelerator() == torch.device("cuda")
+from compiler.pytorch import compile_only
+from compiler.triton.capture import KernelCapture
+mode = compile_only.fake_mode()
+with mode:
+    x = torch.randn(8, 32, device="cuda", requires_grad=True)
+    mask = torch.ones(8, 32, dtype=torch.bool, device=x.device).tril()  # a factory call on the device
+    (x.masked_fill(~mask, 0.0) * torch.zeros(32).cuda()).sum().backward()  # .cuda() and autograd
+    print("grad", x.grad.device, tuple(x.grad.shape))
+    capture = KernelCapture({str(tmp_path / "mlir")!r})
+    with capture.installed():
+        compiled = torch.compile(torch.nn.ReLU(), backend=compile_only.inductor_backend(None, None, None))
+        print("out", compiled(x.detach()).device)
+ptx = capture.ordered()[0].asm("ptx")
 print(re.search(r"\\.target (\\S+)", ptx).group(1))
 '''
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().endswith("sm_90a")
+    lines = done.stdout.strip().splitlines()
+    assert "grad cuda:0 (8, 32)" in lines and "out cuda:0" in lines
+    assert lines[-1] == "sm_90a"

@@ -29,12 +29,14 @@ class _Collector(logging.Handler):
         self.records.setdefault((cid_text, artifact), []).append(message)
 
 
-def install(torch: Any) -> _Collector:
-    """Enable the artifact loggers and route them to a collector (and nowhere else)."""
+def install(torch: Any, also_enable: tuple[str, ...] = ()) -> _Collector:
+    """Enable the artifact loggers and route them to a collector (and nowhere else). `also_enable`
+    names artifact logs another collector reads (torch._logging.set_logs resets every log it is
+    not given, so all are switched on here, in one call)."""
     import torch._dynamo.convert_frame  # noqa: F401 - creates the bytecode artifact logger
     import torch._inductor.debug  # noqa: F401 - creates the ir_*_fusion artifact loggers
     import torch._inductor.scheduler  # noqa: F401 - creates the fusion artifact logger
-    torch._logging.set_logs(**{name: True for name in ARTIFACTS})
+    torch._logging.set_logs(**{name: True for name in ARTIFACTS + also_enable})
     collector = _Collector(torch)
     # Artifact loggers are named "<module>.__<artifact>".
     for logger_name in list(logging.root.manager.loggerDict):

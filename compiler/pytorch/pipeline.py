@@ -2,20 +2,31 @@
 every stage captured from PyTorch's own structured trace (TORCH_TRACE).
 
 The source defines `model` (an nn.Module or a function) and `example_inputs` (a tuple, or a
-function returning one). Grad mode, dtypes and module mode are left as the source leaves them.
+function returning one), or follows KernelBench's convention (`Model`, `get_inputs`,
+`get_init_inputs`): compiler/pytorch/entry_points.py. Grad mode, dtypes and module mode are left as
+the source leaves them.
+
+A job either compiles and runs (then measures eager against compiled) or compiles only, on fake
+tensors (compiler/pytorch/compile_only.py): the `run` option, by default chosen from what the
+inputs and parameters need against the worker's memory, and always on a virtual GPU
+(compiler/pytorch/gpu_codegen.py). The `run_mode` timing says which and why.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
 
 from compiler.model import Request
-from compiler.pipeline import JobContext, Option, OptionError, Pipeline, UserError
-from compiler.pytorch import artifact_logs, export, measure, spare_warmup, toolchain_cache
+from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
+from compiler.pytorch import artifact_logs, compile_only, entry_points, estimates, export, gpu_codegen, measure, \
+    spare_warmup, toolchain_cache, trace_stages
 from compiler.pytorch import trace as torch_trace
-from compiler.pytorch.trace_stages import TraceStages, compile_timings
+from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
+from compiler.targets import virtual_gpu
+from compiler.triton.capture import KernelCapture
 from compiler.user_code import CappedText, captured_stdout, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
@@ -74,6 +85,13 @@ class PyTorchPipeline(Pipeline):
                                            "that architecture and compile every Triton kernel to PTX and SASS "
                                            "(nothing runs, no timings).",
                choices=("host", "cuda:sm_80", "cuda:sm_90", "cuda:sm_100")),
+        Option("run", "choice", "auto", "compile-and-run: compile, then run and time eager against compiled. "
+                                        "compile-only: build the inputs and parameters as fake tensors (no "
+                                        "memory), compile every stage as for real ones, run nothing (Inductor's "
+                                        "estimates instead of timings). auto: compile-and-run when the inputs and "
+                                        "parameters fit the worker's memory (setting run_memory_percent), "
+                                        "compile-only otherwise, and always on a virtual GPU.",
+               choices=("auto", "compile-only", "compile-and-run")),
         Option("cpp_wrapper", "bool", False, "Generate a C++ wrapper instead of Python (inductor cpp_wrapper)."),
         Option("export", "bool", False, "Take the export path instead: torch.export.export, then AOTInductor "
                                         "(aoti_compile_and_package) into a .pt2 package, loaded and timed."),
@@ -102,6 +120,10 @@ class PyTorchPipeline(Pipeline):
         path = write_user_file(request.source, USER_FILE, ctx.workdir)
         cache_dir = _inductor_cache_dir(ctx.workdir)
         probes = toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
+        # A GPU target on a worker without that GPU needs the virtual device's C++ half: g++ builds it
+        # from torch's headers while torch is imported (left unused when the worker has the GPU).
+        runtime = virtual_gpu.RuntimeBuild(os.path.join(ctx.workdir, "virtual-cuda")) \
+            if options["target"] != "host" else None
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -113,41 +135,76 @@ class PyTorchPipeline(Pipeline):
         # Provenance tracking links each kernel to the user's lines; it only adds
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1
-        logs = artifact_logs.install(torch)
+        logs = artifact_logs.install(torch, (estimates.ARTIFACT,))
+        scheduler_estimates = estimates.install(torch)
         inductor_config.cpp_wrapper = options["cpp_wrapper"]
         for key, value in options["inductor_config"].items():
             _set_config(inductor_config, key, value)
         if options["export"] and options["training"]:
             raise UserError("OptionError", "export and training do not combine: torch.export captures inference "
                                            "graphs for AOTInductor")
+        gpu = None  # the virtual GPU, when the target is a GPU this worker does not have
+        if options["target"] != "host":
+            if torch.cuda.is_available():
+                bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
+                                         "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
+                                         "virtual": False, "executed": True})
+            else:
+                gpu = gpu_codegen.virtual_target(options["target"], options)
+                gpu_codegen.install(gpu, runtime, bundle)
 
         bundle.progress("running your source")
         started = time.perf_counter()
-        namespace, printed = run_source(ctx, path)
+        try:
+            namespace, printed = run_source(ctx, path)
+        except UserError as e:
+            raise _explained(e, _VALUE_TOO_BIG) from None
+        program = entry_points.find(namespace, torch)
+        mode = compile_only.fake_mode()
+        run_mode, model, inputs, built_output = _build(program, options, ctx, mode, gpu, path, torch)
         run_source_s = time.perf_counter() - started
-        model, inputs = _entry_points(namespace, torch)
-        if options["target"] != "host":
-            if not torch.cuda.is_available():
-                self._virtual_gpu(request, ctx, model, inputs, printed)
-                return
-            model, inputs = _to_cuda(model, inputs, torch)
-            bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
-                                     "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
-                                     "virtual": False, "executed": True})
+        printed += built_output
+        bundle.timing("run_mode", run_mode.to_json())
+        if run_mode.compile_only and options["export"]:
+            raise UserError("OptionError", "export: AOTInductor packages the weights' values and loads the package "
+                                           f"to run it; this job is {run_mode.sentence}, so use export=false")
+        if run_mode.compile_only and str(options["mode"]).startswith("max-autotune"):
+            raise UserError("OptionError", "max-autotune benchmarks candidate kernels on real tensors of these "
+                                           f"shapes; this job is {run_mode.sentence}, so use mode=default")
+        if options["target"] != "host" and gpu is None:
+            if run_mode.compile_only:
+                with mode:
+                    model, inputs = compile_only.to_device(model, inputs, "cuda")
+            else:
+                model, inputs = _to_cuda(model, inputs, torch)
+        elif gpu is not None:
+            with mode:
+                model, inputs = compile_only.to_device(model, inputs, "cuda")
+
+        compile_mode = None if options["mode"] == "default" else options["mode"]
+        dynamic = None if options["dynamic"] == "auto" else options["dynamic"]
+        backend: Any = options["backend"]
+        if run_mode.compile_only and backend == "inductor":
+            backend, compile_mode = compile_only.inductor_backend(compile_mode, None, dynamic), None
         compiled = None if options["export"] else torch.compile(
-            model, backend=options["backend"], mode=None if options["mode"] == "default" else options["mode"],
-            dynamic=None if options["dynamic"] == "auto" else options["dynamic"], fullgraph=options["fullgraph"])
-        bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)")
+            model, backend=backend, mode=compile_mode, dynamic=dynamic, fullgraph=options["fullgraph"])
+        bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)" + (" on fake tensors" if run_mode.compile_only
+                                                                         else ""))
         sink = CappedText(ctx.limits.output_bytes)
+        capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes")) if gpu is not None else None
+        notes = [compile_only.NOTE] if run_mode.compile_only else []
+        if gpu is not None:
+            notes.append(gpu_codegen.fidelity_note())
         error: UserError | None = None
         # Stages are written from the trace while the compile runs (the user's own compiles in
         # the source included: the trace is read from its start).
-        stream = StageStream(TraceStages(bundle, (path, USER_FILE)), TraceTail(_trace_dir(ctx.workdir), torch),
-                             bundle.progress)
+        stages = TraceStages(bundle, (path, USER_FILE), output_code_note=" ".join(notes + [PROVENANCE_NOTE]))
+        stream = StageStream(stages, TraceTail(_trace_dir(ctx.workdir), torch), bundle.progress)
         stream.start()
         started = time.perf_counter()
         try:
-            with captured_stdout(sink):
+            with captured_stdout(sink), mode if run_mode.compile_only else contextlib.nullcontext(), \
+                    capture.installed() if capture is not None else contextlib.nullcontext():
                 if options["export"]:
                     compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
                                                          (path, USER_FILE), torch)
@@ -158,11 +215,14 @@ class PyTorchPipeline(Pipeline):
         except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
             if isinstance(e, KeyboardInterrupt):
                 raise
-            error = user_error(e, path, ctx.limits, _error_kind(e))
+            error = _compile_error(e, path, ctx, run_mode)
         first_call_s = time.perf_counter() - started
         stream.stop()
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         entries = stream.finish(artifact_logs.texts(logs))
+        _write_estimates(bundle, estimates.graphs(scheduler_estimates), torch_trace.compile_ids(entries))
+        if capture is not None and gpu is not None:
+            gpu_codegen.write_kernel_stages(bundle, capture.ordered(), ctx.workdir, gpu)
         timings = compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
         timings["run_source_s"] = round(run_source_s, 3)
@@ -178,24 +238,99 @@ class PyTorchPipeline(Pipeline):
         if ctx.export_toolchain_cache:  # the trusted warm-up job only
             toolchain_cache.export(cache_dir, header_dir, ctx.export_toolchain_cache)
             return
+        if run_mode.compile_only:
+            return  # nothing ran: no run times, only Inductor's estimates (above)
         # Every stage is in the bundle (and so reaches the page) before the measurement starts.
         bundle.progress("timing eager and compiled calls")
-        run = measure.measure(model, compiled, inputs, options["training"], torch, ctx.limits.measure_s)
+        try:
+            run = measure.measure(model, compiled, inputs, options["training"], torch, ctx.limits.measure_s)
+        except BaseException as e:  # noqa: BLE001 - the stages stay; the measurement's failure is the job's
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise _explained(user_error(e, path, ctx.limits, "UserCodeError", during="timing eager and compiled calls"),
+                             _RUN_TOO_BIG) from e
         kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", kernels)
         bundle.timing("run", run)
 
-    def _virtual_gpu(self, request: Request, ctx: JobContext, model: Any, inputs: tuple, printed: str) -> None:
-        """No CUDA device here: Inductor generates GPU code for a virtual one (gpu_codegen)."""
-        from compiler.pytorch.gpu_codegen import run_virtual_gpu
-        ctx.bundle.add("run.stdout", "Program output", "Run", "text", printed)
-        try:
-            run_virtual_gpu(model, inputs, request.options["target"], ctx, request.options)
-        except OptionError as e:
-            raise UserError("OptionError", str(e)) from None
-        finally:
-            entries = torch_trace.read_dir(_trace_dir(ctx.workdir))
-            ctx.bundle.timing("compile", compile_timings(entries))
+
+def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobContext, mode: Any, gpu: Any,
+           path: str, torch: Any) -> tuple[entry_points.RunMode, Any, tuple, str]:
+    """Measure what the model and its inputs need without allocating them (the convention's
+    functions called under the fake mode), choose compile-only or compile-and-run (the `run`
+    option, the sizes, the worker's memory), and build them that way: fake tensors, or real ones
+    (the functions called again, for real). Returns (run mode, model, inputs, what the kept build
+    printed)."""
+    ctx.bundle.progress("measuring the inputs and parameters (fake tensors)")
+    sizing_output = CappedText(ctx.limits.output_bytes)
+    try:
+        with captured_stdout(sizing_output):
+            model, inputs = program.build(mode)
+        sizes = entry_points.sizes(model, inputs, torch)
+    except UserError:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the user's functions failed: their line, their error
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise _fake_build_error(e, path, ctx) from e
+    run_mode = entry_points.choose(options["run"], sizes, ctx.limits.memory_mb, ctx.limits.run_memory_percent,
+                                   gpu.name if gpu is not None else None)
+    if run_mode.compile_only:
+        with mode:  # a model or inputs given as values were built for real: fake copies of them
+            return run_mode, compile_only.to_fake(model, mode), compile_only.to_fake(inputs, mode), \
+                sizing_output.getvalue()
+    if not (program.builds_model or program.builds_inputs):
+        return run_mode, model, inputs, sizing_output.getvalue()
+    ctx.bundle.progress("building the inputs and parameters")
+    real_output = CappedText(ctx.limits.output_bytes)
+    try:
+        with captured_stdout(real_output):
+            model, inputs = program.build(None)
+    except BaseException as e:  # noqa: BLE001
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise _explained(user_error(e, path, ctx.limits), _RUN_TOO_BIG) from e
+    return run_mode, model, inputs, real_output.getvalue()
+
+
+def _fake_build_error(exc: BaseException, path: str, ctx: JobContext) -> UserError:
+    error = user_error(exc, path, ctx.limits)
+    if compile_only.is_data_dependent(exc):
+        error = UserError(error.error.kind, error.error.message + " (irscope calls get_inputs/get_init_inputs and "
+                          "example_inputs under a FakeTensorMode to learn the inputs' sizes without allocating "
+                          "them; a fake tensor has no values to read)", error.error.line)
+    return error
+
+
+def _compile_error(exc: BaseException, path: str, ctx: JobContext, run_mode: entry_points.RunMode) -> UserError:
+    """The job's error for an exception from the compile (or the user's code run by it)."""
+    error = user_error(exc, path, ctx.limits, _error_kind(exc))
+    if run_mode.compile_only and compile_only.is_data_dependent(exc):
+        return _explained(error, f"{run_mode.sentence}: the inputs are fake tensors, which have no values, so code "
+                                 "that reads a tensor's value (a Python branch on it, .item(), .tolist()) cannot run; "
+                                 "Dynamo graph-breaks there and the eager code between graphs needs the value")
+    if run_mode.compile_only and "Couldn't swap" in str(exc):
+        return _explained(error, f"{run_mode.sentence}: the model was built from fake tensors, and PyTorch cannot "
+                                 "move or convert a fake module's parameters in place (nn.Module.to swaps them); "
+                                 "irscope moves the model to the target itself")
+    return error if run_mode.compile_only else _explained(error, _RUN_TOO_BIG)
+
+
+# What a MemoryLimit adds, by where it happened.
+_VALUE_TOO_BIG = ("what the source builds when it runs is allocated for real; make `example_inputs` a function "
+                  "(or use KernelBench's get_inputs and get_init_inputs) and irscope sizes the inputs on fake "
+                  "tensors first, and compiles without allocating them when they do not fit")
+_RUN_TOO_BIG = "with run: compile-only irscope compiles every stage on fake tensors, allocating and running nothing"
+
+
+def _explained(error: UserError, explanation: str) -> UserError:
+    """`error` with `explanation` appended when it is a MemoryLimit (and always for other texts
+    passed by the compile-only checks above)."""
+    if error.error.kind != "MemoryLimit" and explanation in (_VALUE_TOO_BIG, _RUN_TOO_BIG):
+        return error
+    explained = UserError(error.error.kind, f"{error.error.message} ({explanation})", error.error.line)
+    explained.output = error.output
+    return explained
 
 
 def _trace_dir(workdir: str) -> str:
@@ -233,29 +368,29 @@ def _set_config(config: Any, key: str, value: Any) -> None:
     setattr(target, name, value)
 
 
-def _entry_points(namespace: dict[str, Any], torch: Any) -> tuple[Any, tuple]:
-    if "model" not in namespace:
-        raise UserError("InputError", "the source must define `model` (an nn.Module or a function)")
-    if "example_inputs" not in namespace:
-        raise UserError("InputError", "the source must define `example_inputs` (a tuple of inputs, "
-                                      "or a function returning one)")
-    model = namespace["model"]
-    if not callable(model):
-        raise UserError("InputError", f"`model` must be an nn.Module or a function, not {type(model).__name__}")
-    inputs = namespace["example_inputs"]
-    if callable(inputs):
-        inputs = inputs()
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    if isinstance(inputs, list):
-        inputs = tuple(inputs)
-    if not isinstance(inputs, tuple):
-        raise UserError("InputError", f"`example_inputs` must be a tuple (or a function returning one), "
-                                      f"not {type(inputs).__name__}")
-    return model, inputs
-
-
 def _error_kind(exc: BaseException) -> str:
     module = type(exc).__module__ or ""
     return "CompileError" if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
         else "UserCodeError"
+
+
+def _trace_id(log_id: str, trace_ids: list[str]) -> str:
+    """The trace's compile id for a compile id the logging side knew: logging knows "0/0", the trace
+    names the attempt that got through ("0/0_1")."""
+    if log_id == "?":  # no compile context: AOTInductor on the export path
+        return trace_stages.UNFRAMED
+    attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
+    return attempts[-1] if attempts else log_id
+
+
+def _write_estimates(bundle: Bundle, graphs: list[estimates.GraphEstimates], trace_ids: list[str]) -> None:
+    """`inductor.estimates:<compile id>[.backward]`: Inductor's estimates for each compiled graph."""
+    for graph in graphs:
+        cid = _trace_id(graph.compile_id, trace_ids)
+        key = f"inductor.estimates:{cid}" + (".backward" if graph.backward else "")
+        n = 1
+        while bundle.has(key + (f".{n}" if n > 1 else "")):
+            n += 1
+        key += f".{n}" if n > 1 else ""
+        bundle.add(key, f"Inductor's estimates [{cid}]" + (" backward" if graph.backward else ""), "Inductor",
+                   "json", graph.to_json(), meta={"note": estimates.NOTE, "estimate": True})

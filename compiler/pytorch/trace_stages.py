@@ -219,7 +219,8 @@ class TraceStages:
                 meta["note"] = self.output_code_note
             self._add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor",
                       "python", entry.payload, pairs, meta)
-            _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [], "")
+            _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
+                                 ".backward" if suffix == ".backward" else "")
 
 
 def is_user_path(path: str, user_paths: tuple[str, ...]) -> bool:
@@ -305,13 +306,16 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
 
 
 def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
-    """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept."""
+    """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept
+    (`suffix` ".backward" for a backward graph's kernels, whose names may repeat the forward's)."""
     for name, (first, last) in torch_source_map.kernel_blocks(code).items():
         lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
         header = code.split("\n")[first - 1]
         fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
         kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
-        key = f"kernel:{name}{suffix}"
+        key = f"kernel:{name}"
+        if bundle.has(key):
+            key += suffix
         if not bundle.has(key):
             bundle.add(key, name, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
 

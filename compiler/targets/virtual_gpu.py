@@ -6,9 +6,13 @@ Two layers, installed separately:
   reports the target, device 0 and stream 0, set as the active driver. Triton then compiles any
   `@triton.jit` kernel for that target (TTIR -> TTGIR -> LLIR -> PTX/cubin or AMDGCN/hsaco); nothing
   can be launched.
-* `install_virtual_cuda(target)` — private PyTorch APIs, for Inductor: `torch.cuda` and Dynamo's
-  CUDA device interface report the target's properties, FakeTensor runs ops without a meta kernel
-  on the CPU, and three Inductor steps that need a real device are switched off (see
+* `install_virtual_cuda(target, runtime)` — for PyTorch and Inductor: a CUDA device that exists for
+  fake tensors. Its C++ half (virtual_cuda.cpp, built by `RuntimeBuild` with g++ against the
+  installed torch) gives the CPU build CUDA hooks and a device guard, so factory calls on the
+  device, `.cuda()`, BatchNorm and the autograd engine (training) work; private Python APIs make
+  `torch.cuda` and Dynamo's CUDA device interface report the target's properties, FakeTensor run
+  ops without a meta kernel on the CPU, Inductor's generated modules compile every Triton config
+  without building launchers, and the steps that need a real device are switched off (see
   FIDELITY_NOTES). Pinned to torch 2.13 / triton 3.9; `check_versions` fails loudly on anything
   else and tests/test_virtual_gpu_shim.py breaks when an upgrade moves one of the patched names.
 
@@ -16,6 +20,12 @@ Everything device-specific in irscope goes through here, so an upgrade touches o
 """
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import time
 import types
 from typing import Any
 
@@ -27,12 +37,21 @@ TRITON_VERSION = "3.9"
 # What the virtual path changes relative to a run on the real device; shown in a stage note.
 FIDELITY_NOTES = (
     "Virtual device: the kernels were compiled, never run; no timing exists.",
-    "Inputs and parameters are fake tensors (shape, stride, dtype only), so Inductor sees no values.",
-    "joint_graph_constant_folding is off: folding would evaluate constants on a CUDA device.",
-    "The pattern matcher's joint-graph warm-up (which traces replacements with real CUDA tensors) is skipped.",
+    "Inputs and parameters are fake tensors (shape, stride, dtype, device only), so Inductor sees no values.",
+    "PyTorch's C++ side sees the CUDA device through irscope's stand-ins (CUDA hooks and a device guard "
+    "with one device and one stream, compiled against this PyTorch): factory calls on the device, .cuda(), "
+    "BatchNorm and autograd behave as on a GPU; no CUDA library is loaded.",
+    "Ops without a meta kernel run their CPU kernel on zeros to learn output shapes; choices a CUDA kernel "
+    "would make itself (scaled_dot_product_attention's backend among them) are the CPU build's.",
+    "joint_graph_constant_folding is off: folding would evaluate constants on the CUDA device; for the same "
+    "reason make_fx tracks no values of small constant tensors (code that reads one while tracing, .item() of a "
+    "constant, fails), where on a GPU it computes them there.",
     "The static CUDA launcher is off and compile_threads=1: kernels are compiled in-process so their "
-    "IR stays reachable; the launcher itself is never built.",
+    "IR stays reachable; launchers are never built, so Inductor's occupancy-driven RBLOCK halving (it reads "
+    "register counts from the loaded kernel) does not run.",
     "Autotuning does not benchmark: every config is compiled and shown; the wrapper names the first.",
+    "shape_padding is off (unless force_shape_pad is set): Inductor decides whether to pad a matmul with "
+    "unaligned sizes by timing padded and unpadded matmuls on the GPU; here every such matmul stays unpadded.",
     "Device properties (SM count, shared memory, L2) are the published figures of the product named "
     "in the target; Inductor's heuristics read them.",
 )
@@ -131,23 +150,75 @@ def install_compile_only_triton(target: GpuTarget) -> Any:
     return active
 
 
-GUARD_NOTE = ("PyTorch's C++ side keeps no CUDA device guard in a CPU build; without one, autograd "
-              "metadata on a fake CUDA tensor aborts the process, so the virtual path is inference-only.")
+# --- PyTorch and Inductor on a virtual CUDA device ---------------------------------------------
+
+RUNTIME_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "virtual_cuda.cpp")
 
 
-def install_virtual_cuda(target: GpuTarget) -> None:
-    """Make PyTorch (torch.cuda, Dynamo's device interface, FakeTensor, Inductor) believe a CUDA
-    device of `target`'s kind exists, for tracing and code generation only. Irreversible: call it
-    once, in a process that runs one job (the sandboxed worker)."""
+class RuntimeBuild:
+    """The C++ half of the virtual CUDA device (virtual_cuda.cpp: CUDA hooks and a device guard),
+    compiled against the installed PyTorch by g++ in the background. It needs torch's headers,
+    not torch itself, so the build starts before torch is imported and overlaps the import."""
+
+    def __init__(self, directory: str):
+        torch_dir = _torch_package_dir()
+        with open(RUNTIME_SOURCE, "rb") as f:
+            source = f.read()
+        key = hashlib.sha256(source + torch_dir.encode()).hexdigest()[:16]
+        self.path = os.path.join(directory, f"virtual_cuda-{key}.so")
+        self.started = time.perf_counter()
+        self.seconds = 0.0
+        self._proc: subprocess.Popen | None = None
+        if os.path.exists(self.path):
+            return
+        os.makedirs(directory, exist_ok=True)
+        lib = os.path.join(torch_dir, "lib")
+        command = [shutil.which("g++") or "g++", "-O0", "-shared", "-fPIC", "-std=c++20", "-w",
+                   "-I", os.path.join(torch_dir, "include"), RUNTIME_SOURCE, "-L", lib, "-lc10", "-ltorch_cpu",
+                   f"-Wl,-rpath,{lib}", "-o", self.path]
+        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=directory)
+
+    def wait(self) -> str:
+        """The library's path once it is built; RuntimeError with g++'s output when it fails."""
+        if self._proc is not None:
+            output, _ = self._proc.communicate()
+            self.seconds = round(time.perf_counter() - self.started, 3)
+            if self._proc.returncode != 0:
+                raise RuntimeError("building the virtual CUDA device (compiler/targets/virtual_cuda.cpp) "
+                                   f"failed: {output.decode(errors='replace')[-3000:]}")
+            self._proc = None
+        return self.path
+
+
+def _torch_package_dir() -> str:
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.submodule_search_locations, "torch is not installed"
+    return list(spec.submodule_search_locations)[0]
+
+
+def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
+    """Make PyTorch (its C++ side, torch.cuda, Dynamo's device interface, FakeTensor, Inductor) and
+    Triton believe a CUDA device of `target`'s kind exists, for tracing, code generation and
+    compilation only: tensors on it must be fake. Irreversible: call it once, in a process that
+    runs one job (the sandboxed worker), after `import torch`."""
     if not target.is_cuda:
         raise ValueError(f"{target.name}: Inductor on a virtual GPU is available for CUDA targets only")
     check_versions()
     import torch
     import torch._inductor.config as inductor_config
-    import torch._inductor.fx_passes.joint_graph as joint_graph
+    import torch._inductor.runtime.triton_heuristics as triton_heuristics
     import torch._subclasses.fake_tensor as fake_tensor
+    import torch._subclasses.functional_tensor as functional_tensor
+    import torch.fx.experimental.proxy_tensor as proxy_tensor
     import torch.utils._pytree as pytree
     from torch._dynamo import device_interface
+
+    # 1. PyTorch's C++ side: CUDA hooks and a device guard (virtual_cuda.cpp), so factory calls on
+    #    the device, .cuda(), BatchNorm and the autograd engine accept (fake) CUDA tensors.
+    status = ctypes.CDLL(runtime.wait()).irscope_install_virtual_cuda()
+    if status != 1:
+        raise ShimVersionError("this PyTorch has CUDA hooks of its own: a virtual device is for CPU builds")
 
     major, minor = target.capability
     props = types.SimpleNamespace(
@@ -159,8 +230,10 @@ def install_virtual_cuda(target: GpuTarget) -> None:
         shared_memory_per_multiprocessor=target.shared_memory_per_block_optin + 1024,
         L2_cache_size=target.l2_cache_size, is_integrated=False, uuid="virtual", gcnArchName="")
 
-    # 1. torch.cuda and Dynamo's device interface: one device of the target's kind. CUDA 12.9 is the
-    #    toolkit of Triton's bundled ptxas, which is what compiles the PTX.
+    # 2. torch.cuda and Dynamo's device interface: one device of the target's kind. CUDA 12.9 is the
+    #    toolkit of Triton's bundled ptxas, which is what compiles the PTX. Lazy initialisation (asked
+    #    for by factory calls and .cuda()) has nothing to initialise. Inductor's CUDA wrapper imports
+    #    the raw-stream getter, which a CPU build lacks; nothing is ever launched on its stream 0.
     torch.version.cuda = "12.9"
     torch.cuda.get_device_capability = lambda device=None: (major, minor)
     torch.cuda.get_device_properties = lambda device=None: props
@@ -168,6 +241,8 @@ def install_virtual_cuda(target: GpuTarget) -> None:
     torch.cuda.device_count = lambda: 1
     torch.cuda.get_device_name = lambda device=None: props.name
     torch.cuda.synchronize = lambda device=None: None
+    torch.cuda._lazy_init = lambda: None
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
     cuda = device_interface.get_interface_for_device("cuda")
     for holder in (cuda, cuda.Worker):
         holder.get_device_properties = staticmethod(lambda device=None: props)
@@ -178,12 +253,23 @@ def install_virtual_cuda(target: GpuTarget) -> None:
     cuda.device_count = staticmethod(lambda: 1)
     cuda.synchronize = staticmethod(lambda device=None: None)
 
-    # 2. Triton: the compile-only driver, reporting the target; the NVIDIA backend says it is
+    # 3. AOTAutograd's functional tensors implement .cuda() as .to(torch.cuda.current_device()); a
+    #    bare index means "the accelerator's device", which a CPU build resolves to none.
+    original_cuda = functional_tensor.FunctionalTensor.cuda
+
+    def functional_cuda(self: Any, device: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if device is None or isinstance(device, int):
+            device = torch.device("cuda", 0 if device is None else device)
+        return original_cuda(self, device, *args, **kwargs)
+
+    functional_tensor.FunctionalTensor.cuda = functional_cuda
+
+    # 4. Triton: the compile-only driver, reporting the target; the NVIDIA backend says it is
     #    active, which is what the import-time check of Inductor's kernel modules asks.
     _vendor_driver_class(target).is_active = staticmethod(lambda: True)
     install_compile_only_triton(target)
 
-    # 3. FakeTensor: an op without a meta kernel falls back to a real kernel on the tensor's device;
+    # 5. FakeTensor: an op without a meta kernel falls back to a real kernel on the tensor's device;
     #    run that fallback on zeros on the CPU and hand back fake tensors on the virtual device.
     original_fallback = fake_tensor.run_fallback_kernel
 
@@ -205,38 +291,25 @@ def install_virtual_cuda(target: GpuTarget) -> None:
 
     fake_tensor.run_fallback_kernel = fallback_on_cpu
 
-    # 4. Inductor: skip what needs a real device (see FIDELITY_NOTES).
-    joint_graph.lazy_init = lambda *args, **kwargs: None
+    # 6. Inductor's kernels, as its generated module loads them: every autotune config is compiled
+    #    (CachingAutotuner's plugin hook, called first in precompile), no launcher is built (that
+    #    loads the binary onto the device).
+    class CompileOnly(triton_heuristics.CachingAutotunerPlugin):
+        def pre_compile(self, autotuner: Any) -> object:
+            autotuner._precompile_worker()
+            return "compiled, no launcher"
+
+    original_plugins = triton_heuristics.get_caching_autotuner_plugins
+    triton_heuristics.get_caching_autotuner_plugins = lambda autotuner: [CompileOnly(), *original_plugins(autotuner)]
+
+    # 7. make_fx computes the values of small constant tensors for real as it traces, to answer
+    #    .item() on them later; on the virtual device that is an allocation no backend can make
+    #    (a constant moved with .cuda() in forward), so it tracks none (see FIDELITY_NOTES).
+    proxy_tensor.CONSTANT_NUMEL_LIMIT = 0
+
+    # 8. Inductor: skip what needs a real device (see FIDELITY_NOTES).
     inductor_config.use_static_cuda_launcher = False
     inductor_config.compile_threads = 1
     inductor_config.joint_graph_constant_folding = False
-
-
-def capture_inductor_wrapper() -> tuple[dict[str, str], Any]:
-    """Stop Inductor right after code generation and keep the wrapper's source: loading the
-    generated module would need a CUDA runtime. Returns (captured, restore): `captured["code"]` is
-    the wrapper once `compile_fx` has raised `StopAfterCodegen`; call `restore()` afterwards."""
-    from torch._inductor.graph import GraphLowering
-    captured: dict[str, str] = {}
-    original = GraphLowering._compile_to_module_lines
-
-    def capture(self: Any, wrapper_code: Any) -> Any:
-        captured["code"] = wrapper_code.value if hasattr(wrapper_code, "value") else str(wrapper_code)
-        raise StopAfterCodegen()
-
-    GraphLowering._compile_to_module_lines = capture
-
-    def restore() -> None:
-        GraphLowering._compile_to_module_lines = original
-    return captured, restore
-
-
-class StopAfterCodegen(Exception):
-    """Raised from inside Inductor once the wrapper source is captured."""
-
-
-def fake_cuda_like(tensor: Any) -> Any:
-    """An empty tensor on the virtual device with `tensor`'s shape, strides and dtype. Call inside
-    a FakeTensorMode. No requires_grad: autograd metadata would need a CUDA device guard."""
-    import torch
-    return torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device="cuda")
+    if not inductor_config.force_shape_pad:  # forced, pad_mm pads without timing anything
+        inductor_config.shape_padding = False  # pad_mm times matmuls on the device to decide

@@ -26,7 +26,7 @@ from compiler import graph_drawing
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
 from compiler.targets.xla_gpu import XLA_GPU_TARGETS, describe_xla_gpu_target, get_xla_gpu_target, virtual_note
-from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, memory, sharding, source_map, traces
+from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, sharding, source_map, traces
 from compiler.xla.protos import parse_text_proto
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
 from compiler.xla.options import validate_xla_options
@@ -501,7 +501,7 @@ class XlaPipeline(Pipeline):
         def number(key: str) -> tuple[int, str]:
             return (int(key), key) if key.isdigit() else (1 << 30, key)
 
-        for key in sorted(index.llvm_ir, key=number)[:MAX_KERNEL_STAGES]:
+        for key in sorted(index.llvm_ir, key=number)[:dump_stages.MAX_KERNEL_STAGES]:
             file = index.llvm_ir[key]
             bundle.add(f"xla.llvm_ir:{key}", f"LLVM IR {key}", "Code", "llvm", _read(os.path.join(dump_dir, file)),
                        meta={"file": file, "note": "one of the LLVM modules XLA:GPU compiled, after LLVM optimization"})
@@ -515,7 +515,7 @@ class XlaPipeline(Pipeline):
             if data_dir and os.access(os.path.join(data_dir, "bin", "ptxas"), os.X_OK):
                 ptxas = os.path.join(data_dir, "bin", "ptxas")
         modules = []
-        for key in sorted(index.ptx, key=number)[:MAX_KERNEL_STAGES]:
+        for key in sorted(index.ptx, key=number)[:dump_stages.MAX_KERNEL_STAGES]:
             file = index.ptx[key]
             ptx = _read(os.path.join(dump_dir, file))
             if not ptx.strip():
@@ -533,8 +533,8 @@ class XlaPipeline(Pipeline):
                           for (key, file, _), (sass, ran) in zip(modules, listings)]
         if sass_parts:
             text = "\n".join(sass_parts)
-            if len(text) > MAX_ASM_BYTES:
-                text = text[:MAX_ASM_BYTES] + "\n[irscope: disassembly cut]\n"
+            if len(text) > dump_stages.MAX_ASM_BYTES:
+                text = text[:dump_stages.MAX_ASM_BYTES] + "\n[irscope: disassembly cut]\n"
             bundle.add("xla.sass", "SASS", "Code", "sass", text,
                        meta={"ptxas": ptxas, "modules": len(sass_parts),
                              "note": "XLA's dumped PTX assembled by the ptxas XLA used (xla_gpu_cuda_data_dir) for "

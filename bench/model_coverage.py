@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Which models irscope compiles: every model file of a directory, on each target, through the real
+runner and sandbox, with the server's default limits.
+
+    .venv/bin/python bench/model_coverage.py [DIR] [--targets host,cuda:sm_90] [--workers 2]
+                                             [--option key=value ...] [--insecure-no-sandbox]
+
+DIR (default bench/models) holds sources in either convention (`model` / `example_inputs`, or
+KernelBench's `Model` / `get_inputs` / `get_init_inputs`). Every file is submitted once per target
+(`target` option; the others at their defaults: `run: auto`); the table then lists, per file and
+target: status, error kind, run mode (compile-only or compile-and-run, chosen by irscope from the
+inputs' size), the job's wall time in the sandbox, and how many kernels Inductor generated (C++
+kernels on the host, Triton kernels on a GPU target) with how many Triton compilations (one per
+autotune config) reached SASS. A summary line closes it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def kernels(job: dict) -> tuple[int, int]:
+    """(kernels Inductor generated, Triton compilations that produced SASS) from a job's stages."""
+    keys = [s["key"] for s in job["stages"]]
+    triton = {re.sub(r"\.\d+$", "", k.split(":", 1)[1]) for k in keys if k.startswith("triton.ptx:")}
+    cpp = {k for k in keys if k.startswith("kernel:")}
+    sass = sum(1 for k in keys if k.startswith("triton.sass:"))
+    return (len(triton) if triton else len(cpp)), sass
+
+
+def main() -> None:
+    from app import create_app
+    from compiler import runner
+    from compiler.toolchain import toolchain
+    parser = argparse.ArgumentParser()
+    parser.add_argument("directory", nargs="?", default=os.path.join(HERE, "models"))
+    parser.add_argument("--targets", default="host,cuda:sm_90")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--option", action="append", default=[], help="key=value, for every job")
+    parser.add_argument("--insecure-no-sandbox", action="store_true")
+    args = parser.parse_args()
+    files = sorted(f for f in os.listdir(args.directory) if f.endswith(".py"))
+    targets = args.targets.split(",")
+    extra = dict(o.split("=", 1) for o in args.option)
+    config = {"data_dir": tempfile.mkdtemp(prefix="irscope-coverage-"), "languages": "pytorch",
+              "sandbox": "none" if args.insecure_no_sandbox else "bwrap", "workers": args.workers,
+              "spare_workers": 0, "reuse_results": False, "max_queued_jobs": len(files) * len(targets) + 1,
+              "rate_limit": "", "warm_toolchain_cache": False}
+    app = create_app(config)
+    svc = app.extensions["irscope"]
+    if svc.refusal:
+        raise SystemExit(svc.refusal)
+    # the toolchain warm-up (Inductor's ISA probes), which `irscope serve` runs at start-up
+    runner.warm_toolchain(svc.runner.config, "pytorch", toolchain("pytorch"))
+    client = app.test_client()
+    ids: dict[tuple[str, str], str] = {}
+    started = time.perf_counter()
+    for name in files:
+        with open(os.path.join(args.directory, name), encoding="utf-8") as f:
+            source = f.read()
+        for target in targets:
+            body = {"language": "pytorch", "source": source, "options": {"target": target, **extra}}
+            response = client.post("/api/compile", json=body)
+            if response.status_code not in (200, 202):
+                raise SystemExit(f"{name} {target}: {response.status_code} {response.get_json()}")
+            ids[(name, target)] = response.get_json()["job"]
+    jobs: dict[tuple[str, str], dict] = {}
+    while len(jobs) < len(ids):
+        for key, job_id in ids.items():
+            if key not in jobs:
+                body = client.get(f"/api/jobs/{job_id}").get_json()
+                if body["status"] in ("done", "failed"):
+                    jobs[key] = body
+                    print(f"  finished {key[0]} on {key[1]}: {body['status']}", file=sys.stderr, flush=True)
+        time.sleep(1.0)
+    total_s = time.perf_counter() - started
+    svc.runner.shutdown()
+    shutil.rmtree(config["data_dir"], ignore_errors=True)  # the jobs' stores: read above, not kept
+
+    width = max(len(f) for f in files)
+    print(f"{'model file':<{width}}  {'target':<11} {'status':<6} {'error kind':<16} {'run mode':<15} "
+          f"{'wall s':>7} {'kernels':>7} {'SASS':>5}")
+    ok = 0
+    kinds: dict[str, int] = {}
+    modes: dict[str, int] = {}
+    for name in files:
+        for target in targets:
+            job = jobs[(name, target)]
+            error = job.get("error") or {}
+            mode = ((job.get("timings") or {}).get("run_mode") or {}).get("mode", "-")
+            wall = ((job.get("timings") or {}).get("job") or {}).get("wall_s")
+            n_kernels, n_sass = kernels(job)
+            ok += job["status"] == "done"
+            if error:
+                kinds[error["kind"]] = kinds.get(error["kind"], 0) + 1
+            modes[mode] = modes.get(mode, 0) + 1
+            print(f"{name:<{width}}  {target:<11} {job['status']:<6} {error.get('kind', '-'):<16} {mode:<15} "
+                  f"{(f'{wall:.1f}' if isinstance(wall, (int, float)) else '-'):>7} {n_kernels:>7} {n_sass:>5}")
+            if error:
+                print(f"{'':<{width}}    {error.get('message', '')[:300]}")
+    print(f"summary: {ok}/{len(jobs)} compiled ({len(files)} files x {len(targets)} targets); run modes: "
+          + ", ".join(f"{m} {n}" for m, n in sorted(modes.items()))
+          + "; errors: " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none")
+          + f"; {total_s:.0f} s in all with {args.workers} workers")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Compile-only runs: `torch.compile` on fake tensors, every stage as for real tensors of those
+shapes, no kernel ever run.
+
+The user's model and inputs are built under a FakeTensorMode (shape, stride, dtype and device,
+no storage), so a model whose inputs need 100 GB compiles on a worker with 6. Dynamo, AOTAutograd
+and Inductor run exactly as they do for real tensors: they fake the inputs themselves in any case,
+and only ever look at metadata. Inductor generates, compiles and loads its kernels as usual. The
+one change is what happens when Dynamo's transformed code then calls a compiled graph: the
+graph's kernels need real memory, so each graph Inductor compiled is instead run as its FX graph
+on the fake inputs (FakeTensor propagates shapes), which gives Dynamo, AOTAutograd and autograd
+the outputs they expect: the code between graph breaks runs, and `loss.backward()` reaches the
+backward graph, which AOTAutograd then compiles lazily exactly as in a real run.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+NOTE = ("compile-only: the inputs and parameters are fake tensors (shape, stride, dtype, device; no values). "
+        "Dynamo, AOTAutograd and Inductor compiled every graph exactly as for real tensors of these shapes; "
+        "the compiled kernels were never run (each graph's outputs came from running its FX graph on the "
+        "fake tensors), so there are no run times, only Inductor's own estimates. Dynamo's guards name the "
+        "inputs' type as FakeTensor (with its Python dispatch keys) where a real run names torch.Tensor.")
+
+
+def fake_mode() -> Any:
+    """A FakeTensorMode for the user's inputs and parameters. Real tensors met inside it (a
+    constant the model made at import time) are faked on use."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def to_fake(value: Any, mode: Any) -> Any:
+    """`value` with every tensor in it (an nn.Module's parameters and buffers too) replaced by a
+    fake tensor of the same shape, strides, dtype and device; tensors already fake (a model built
+    under the fake mode) stay as they are."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    if isinstance(value, torch.nn.Module):
+        return _replace_tensors(value, lambda t: _fake_tensor(t, mode))
+    return pytree.tree_map(lambda t: _fake_tensor(t, mode) if isinstance(t, torch.Tensor) else t, value)
+
+
+def to_device(model: Any, inputs: tuple, device: str) -> tuple[Any, tuple]:
+    """Fake `model` and `inputs` moved to `device`, as `model.to(device)` and `t.to(device)` would
+    move real ones."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    if isinstance(model, torch.nn.Module):
+        model = _replace_tensors(model, lambda t: t.to(device))
+    inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, inputs)
+    return model, inputs
+
+
+def _replace_tensors(model: Any, convert: Any) -> Any:
+    """`model` with each parameter and buffer replaced by `convert(tensor)`, as Module._apply would,
+    but by assignment: Module._apply swaps a fake parameter in place, which PyTorch refuses (a fake
+    tensor has weak references). A Parameter stays a Parameter with its requires_grad, one shared by
+    two modules stays shared, and one `convert` leaves unchanged is kept."""
+    import torch
+
+    converted: dict[int, tuple[Any, Any]] = {}  # id(old) -> (old, new): old kept alive, its id unique
+
+    def new(t: Any, parameter: bool) -> Any:
+        if id(t) not in converted:
+            with torch.no_grad():
+                result = convert(t)
+            if parameter and result is not t:
+                result = torch.nn.Parameter(result, requires_grad=t.requires_grad)
+            converted[id(t)] = (t, result)
+        return converted[id(t)][1]
+
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None:
+                module._parameters[name] = new(param, parameter=True)
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = new(buffer, parameter=False)
+    return model
+
+
+def _fake_tensor(t: Any, mode: Any) -> Any:
+    from torch._subclasses.fake_tensor import FakeTensor
+    if isinstance(t, FakeTensor):
+        return t
+    return mode.from_tensor(t)
+
+
+def inductor_backend(mode: str | None, options: dict[str, Any] | None, dynamic: bool | None) -> Any:
+    """The `torch.compile(backend=...)` object for compile-only runs: PyTorch's own Inductor
+    backend (torch.compile builds the same object for backend="inductor"), compiling through an
+    inner compile that leaves each compiled graph able to take fake inputs (`_FakeAware`)."""
+    import torch
+    from torch._inductor import compile_fx
+
+    class CompileOnlyInductor(torch._TorchCompileInductorWrapper):  # type: ignore[misc, name-defined]
+        def __call__(self, model_: Any, inputs_: Any, *, config_patches: dict[str, Any] | None = None) -> Any:
+            # torch._TorchCompileInductorWrapper.__call__, with the inner compile named
+            return compile_fx.compile_fx(model_, inputs_, inner_compile=_inner_compile,
+                                         config_patches={**self.config, **(config_patches or {})},
+                                         compile_region_name=self.name)
+
+    return CompileOnlyInductor(mode, options, dynamic)
+
+
+def _inner_compile(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    """Inductor's compile_fx_inner, unchanged; its result's callable then runs `gm` on fake inputs."""
+    from torch._inductor import compile_fx
+    from torch._inductor.output_code import CompiledFxGraph
+
+    compiled = compile_fx.compile_fx_inner(gm, example_inputs, **kwargs)
+    if isinstance(compiled, CompiledFxGraph) and compiled.current_callable is not None:
+        compiled.current_callable = _FakeAware(compiled.current_callable, gm)
+    return compiled
+
+
+class _FakeAware:
+    """A compiled graph's callable (boxed: it takes the list of inputs and empties it) that, given
+    fake inputs, runs the FX graph Inductor compiled instead of its kernels."""
+
+    def __init__(self, compiled: Any, graph: Any):
+        self.compiled = compiled
+        self.graph = graph
+        self._boxed_call = True
+
+    def __call__(self, args: list[Any]) -> Any:
+        from torch._subclasses.fake_tensor import FakeTensor
+        if any(isinstance(a, FakeTensor) for a in args):
+            inputs = list(args)
+            args.clear()
+            return self.graph(*inputs)
+        return self.compiled(args)
+
+
+def is_data_dependent(exc: BaseException) -> bool:
+    """True when a compile-only run failed because the program needed a tensor's value."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (DataDependentOutputException, DynamicOutputShapeException)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,0 +1,235 @@
+"""What the user's source defines to be compiled, in either convention, and how big it is.
+
+* irscope's: `model` (an nn.Module or a function) and `example_inputs` (a tuple, or a function
+  returning one).
+* KernelBench's (the convention of kernel benchmarks): `class Model`, `get_inputs()` returning
+  the forward's arguments and `get_init_inputs()` returning `Model`'s constructor arguments (a list
+  or tuple of positional arguments, or a dict of keyword arguments). The harness's own lines
+  (`Model(*get_init_inputs())`, `model(*get_inputs())`) are not needed.
+
+The source itself always runs for real (it defines things; it should allocate little). What the
+conventions name as functions can also be called under a FakeTensorMode, which is how irscope
+learns how much memory the inputs and parameters need without allocating it, and how a
+compile-only run gets its inputs. An `example_inputs` given as a value was allocated when the
+source ran: if it did not fit, that is a MemoryLimit at its line, whose message says to make it a
+function.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from compiler.pipeline import UserError
+
+IRSCOPE = "model / example_inputs"
+KERNELBENCH = "KernelBench (Model, get_inputs, get_init_inputs)"
+
+
+@dataclass
+class Program:
+    """The entry points of one source. `build(mode)` returns (model, inputs); with a FakeTensorMode
+    every tensor the convention's functions create is fake (a `model` or `example_inputs` given as
+    a value was built when the source ran and stays what it is)."""
+
+    convention: str
+    _build: Callable[[Any], tuple[Any, tuple]]
+    builds_inputs: bool  # the inputs come from a function: they can be built as fake tensors
+    builds_model: bool  # so does the model
+
+    def build(self, mode: Any = None) -> tuple[Any, tuple]:
+        import contextlib
+        with mode if mode is not None else contextlib.nullcontext():
+            return self._build(mode)
+
+
+def find(namespace: dict[str, Any], torch: Any) -> Program:
+    """The entry points the source defines; an InputError naming what is missing otherwise."""
+    if "model" in namespace or "example_inputs" in namespace or "Model" not in namespace:
+        return _irscope_convention(namespace, torch)
+    return _kernelbench_convention(namespace, torch)
+
+
+def _irscope_convention(namespace: dict[str, Any], torch: Any) -> Program:
+    if "model" not in namespace:
+        raise UserError("InputError", "the source must define `model` (an nn.Module or a function) and "
+                                      "`example_inputs`, or KernelBench's `Model`, `get_inputs` and "
+                                      "`get_init_inputs`")
+    if "example_inputs" not in namespace:
+        raise UserError("InputError", "the source must define `example_inputs` (a tuple of inputs, "
+                                      "or a function returning one)")
+    model = namespace["model"]
+    if not callable(model):
+        raise UserError("InputError", f"`model` must be an nn.Module or a function, not {type(model).__name__}")
+    example_inputs = namespace["example_inputs"]
+
+    def build(mode: Any) -> tuple[Any, tuple]:
+        inputs = example_inputs() if callable(example_inputs) else example_inputs
+        return model, _as_tuple(inputs, "`example_inputs` must be a tuple (or a function returning one)", torch)
+
+    return Program(IRSCOPE, build, builds_inputs=callable(example_inputs), builds_model=False)
+
+
+def _kernelbench_convention(namespace: dict[str, Any], torch: Any) -> Program:
+    missing = [name for name in ("get_inputs", "get_init_inputs") if not callable(namespace.get(name))]
+    if missing:
+        raise UserError("InputError", "the source defines `Model` (KernelBench's convention) but no function "
+                        + " or ".join(f"`{m}`" for m in missing)
+                        + "; define it (or `model` and `example_inputs` instead)")
+    cls, get_inputs, get_init_inputs = namespace["Model"], namespace["get_inputs"], namespace["get_init_inputs"]
+    if not callable(cls):
+        raise UserError("InputError", f"`Model` must be a class, not {type(cls).__name__}")
+
+    def build(mode: Any) -> tuple[Any, tuple]:
+        init = get_init_inputs()
+        if isinstance(init, dict):
+            model = cls(**init)
+        elif isinstance(init, (list, tuple)):
+            model = cls(*init)
+        else:
+            raise UserError("InputError", "`get_init_inputs()` must return a list or tuple of `Model`'s "
+                                          "arguments, or a dict of its keyword arguments, not "
+                                          f"{type(init).__name__}")
+        return model, _as_tuple(get_inputs(), "`get_inputs()` must return a list or tuple of inputs", torch)
+
+    return Program(KERNELBENCH, build, builds_inputs=True, builds_model=True)
+
+
+def _as_tuple(inputs: Any, message: str, torch: Any) -> tuple:
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,)
+    if isinstance(inputs, list):
+        return tuple(inputs)
+    if not isinstance(inputs, tuple):
+        raise UserError("InputError", f"{message}, not {type(inputs).__name__}")
+    return inputs
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Bytes the inputs and the model's parameters and buffers take, each storage counted once."""
+
+    inputs: int
+    parameters: int
+
+    @property
+    def total(self) -> int:
+        return self.inputs + self.parameters
+
+
+def sizes(model: Any, inputs: tuple, torch: Any) -> Sizes:
+    """The memory `model` and `inputs` need (real or fake tensors alike: only metadata is read)."""
+    import torch.utils._pytree as pytree
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    seen: set[Any] = set()
+
+    def total(tensors: list[Any]) -> int:
+        count = 0
+        for t in tensors:
+            if not isinstance(t, torch.Tensor) or t.is_meta:
+                continue
+            storage = t.untyped_storage()
+            key = StorageWeakRef(storage)
+            if key in seen:
+                continue
+            seen.add(key)
+            count += storage.nbytes()
+        return count
+
+    params = total(list(model.parameters()) + list(model.buffers())) if isinstance(model, torch.nn.Module) else 0
+    return Sizes(inputs=total(pytree.tree_leaves(inputs)), parameters=params)
+
+
+# --- compile-only or compile-and-run ---------------------------------------------------------
+
+COMPILE_ONLY = "compile-only"
+COMPILE_AND_RUN = "compile-and-run"
+
+
+@dataclass(frozen=True)
+class RunMode:
+    """Whether the compiled code runs, and the sentence the page shows saying why."""
+
+    mode: str
+    sentence: str
+    requested: str
+    sizes: Sizes | None
+    memory_limit_mb: int | None
+    run_memory_percent: int
+
+    @property
+    def compile_only(self) -> bool:
+        return self.mode == COMPILE_ONLY
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "sentence": self.sentence, "requested": self.requested,
+                               "run_memory_percent": self.run_memory_percent}
+        if self.sizes is not None:
+            out["inputs_bytes"] = self.sizes.inputs
+            out["parameters_bytes"] = self.sizes.parameters
+        if self.memory_limit_mb is not None:
+            out["memory_limit_mb"] = self.memory_limit_mb
+        return out
+
+
+def gigabytes(n: int) -> str:
+    """Bytes as the page says them: decimal units, one decimal ("12.0 GB")."""
+    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def mebibytes(mb: int) -> str:
+    """A memory_limit_mb as the page says it ("6 GiB", "1.5 GiB", "512 MiB")."""
+    if mb >= 1024:
+        gib = mb / 1024
+        return f"{gib:.0f} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
+    return f"{mb} MiB"
+
+
+def _needs(s: Sizes) -> str:
+    if s.parameters == 0:
+        return f"inputs need {gigabytes(s.inputs)}"
+    if s.inputs == 0:
+        return f"parameters need {gigabytes(s.parameters)}"
+    return (f"inputs and parameters need {gigabytes(s.total)} (inputs {gigabytes(s.inputs)}, "
+            f"parameters {gigabytes(s.parameters)})")
+
+
+def fits(s: Sizes, memory_limit_mb: int | None, run_memory_percent: int) -> bool:
+    """Whether a model with these sizes may run on a worker with this memory limit."""
+    return memory_limit_mb is None or s.total <= memory_limit_mb * 2**20 * run_memory_percent / 100
+
+
+def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_memory_percent: int,
+           virtual_target: str | None = None) -> RunMode:
+    """The run mode for the `run` option `requested` ("auto", "compile-only", "compile-and-run"),
+    the sizes measured (None when the inputs were built when the source ran), the worker's memory
+    limit (setting memory_limit_mb) and the share of it a run may take (setting
+    run_memory_percent), and the virtual GPU targeted, if any: nothing runs on one."""
+    over = s is not None and not fits(s, memory_limit_mb, run_memory_percent)
+    compile_only = bool(virtual_target) or requested == COMPILE_ONLY or (requested == "auto" and over)
+    reasons: list[str] = []
+    if compile_only:
+        if over and s is not None and memory_limit_mb is not None:
+            reason = f"{_needs(s)}, the worker allows {mebibytes(memory_limit_mb)}"
+            if s.total <= memory_limit_mb * 2**20:
+                reason += (f" and runs models whose inputs and parameters take at most {run_memory_percent}% "
+                           "of it (setting run_memory_percent)")
+            reasons.append(reason)
+        if virtual_target:
+            reasons.append(f"{virtual_target} is a virtual GPU: nothing runs on it")
+        if requested == COMPILE_ONLY:
+            reasons.append("the run option asked for it")
+    else:
+        if requested == COMPILE_AND_RUN:
+            reasons.append("the run option asked for it")
+        if s is None:
+            reasons.append("the inputs were built when the source ran")
+        elif memory_limit_mb is None or requested == COMPILE_AND_RUN:
+            reasons.append(_needs(s))
+        else:
+            reasons.append(f"{_needs(s)}, within {run_memory_percent}% of the worker's {mebibytes(memory_limit_mb)}")
+    mode = COMPILE_ONLY if compile_only else COMPILE_AND_RUN
+    return RunMode(mode, f"{mode}: " + "; ".join(reasons), requested, s, memory_limit_mb, run_memory_percent)

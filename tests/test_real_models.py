@@ -1,0 +1,358 @@
+"""Real models at real sizes: compile-only runs on fake tensors, KernelBench's convention, and every
+out-of-memory a MemoryLimit.
+
+The quick tests call the pure parts (conventions, sizes on fake tensors, the run-mode sentence,
+the out-of-memory check) in-process. The slow ones submit every job at once to one app, through
+the real runner and sandbox with the default limits (6 GiB of address space per process), and each
+test asserts many things about the job it waits for.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import torch
+from torch.testing import FileCheck
+
+from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+with open(os.path.join(ROOT, "bench", "models", "kb_softsign_12gb.py"), encoding="utf-8") as _f:
+    KERNELBENCH_12GB = _f.read()  # KernelBench's convention; get_inputs() needs 12.0 GB
+RAND_LINE = next(n for n, line in enumerate(KERNELBENCH_12GB.splitlines(), 1) if "torch.rand(" in line)
+
+VALUE_12GB = '''import torch
+
+
+def model(x):
+    return x * 2
+
+
+example_inputs = (torch.rand(3000, 1000000),)
+'''
+
+GROWS = '''import torch
+
+
+class Grows(torch.nn.Module):
+    """Allocates far more than any machine has from its second call on."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 1:
+            return torch.empty(2**45) + x.sum()
+        return x * 2
+
+
+model = Grows()
+example_inputs = (torch.randn(8),)
+'''
+GROWS_LINE = 14
+
+KERNELBENCH_KWARGS = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.norm = nn.GroupNorm(groups, channels)
+
+    def forward(self, x):
+        return torch.nn.functional.silu(self.norm(self.conv(x)))
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 8, 8)]
+
+
+def get_init_inputs():
+    return {"channels": 16, "groups": 4}
+'''
+
+SENTENCE = "compile-only: inputs need 12.0 GB, the worker allows 6 GiB"
+
+
+# --- quick: the pure parts, in-process ---------------------------------------------------------
+
+def _program(source: str, tmp_path):
+    import runpy
+
+    from compiler.pytorch import entry_points
+    path = tmp_path / "model.py"
+    path.write_text(source)
+    return entry_points.find(runpy.run_path(str(path)), torch)
+
+
+def test_kernelbench_inputs_are_sized_on_fake_tensors_without_allocating(tmp_path):
+    from compiler.pytorch import compile_only, entry_points
+    program = _program(KERNELBENCH_12GB, tmp_path)
+    assert program.convention == entry_points.KERNELBENCH and program.builds_inputs
+    mode = compile_only.fake_mode()
+    model, inputs = program.build(mode)  # 12 GB if it were real: this process would not survive it
+    assert type(model).__name__ == "Model" and inputs[0].shape == (3000, 1_000_000)
+    assert isinstance(inputs[0], torch._subclasses.fake_tensor.FakeTensor)
+    sizes = entry_points.sizes(model, inputs, torch)
+    assert sizes.inputs == 12_000_000_000 and sizes.parameters == 0
+    choice = entry_points.choose("auto", sizes, 6144, 25)
+    assert choice.compile_only and choice.sentence == SENTENCE
+    virtual = entry_points.choose("auto", sizes, 6144, 25, "cuda:sm_90")
+    assert virtual.sentence == SENTENCE + "; cuda:sm_90 is a virtual GPU: nothing runs on it"
+    assert entry_points.choose("compile-and-run", sizes, 6144, 25).mode == "compile-and-run"
+
+
+def test_kernelbench_keyword_arguments_and_parameter_sizes(tmp_path):
+    from compiler.pytorch import compile_only, entry_points
+    program = _program(KERNELBENCH_KWARGS, tmp_path)
+    model, inputs = program.build(compile_only.fake_mode())
+    assert model.norm.num_groups == 4 and model.conv.in_channels == 16
+    sizes = entry_points.sizes(model, inputs, torch)
+    # conv weight 16*16*3*3 + bias 16, norm weight and bias 16 each, float32; input 2*16*8*8
+    assert sizes.parameters == (16 * 16 * 9 + 16 + 32) * 4 and sizes.inputs == 2 * 16 * 64 * 4
+    choice = entry_points.choose("auto", sizes, 6144, 25)
+    assert choice.mode == "compile-and-run"
+    assert choice.sentence == ("compile-and-run: inputs and parameters need 17.6 kB (inputs 8.2 kB, parameters "
+                               "9.4 kB), within 25% of the worker's 6 GiB")
+
+
+def test_the_run_memory_share_is_said_when_it_decides(tmp_path):
+    from compiler.pytorch import entry_points
+    sizes = entry_points.Sizes(inputs=2 * 10**9, parameters=0)
+    choice = entry_points.choose("auto", sizes, 6144, 25)
+    assert choice.compile_only
+    assert choice.sentence == ("compile-only: inputs need 2.0 GB, the worker allows 6 GiB and runs models whose "
+                               "inputs and parameters take at most 25% of it (setting run_memory_percent)")
+    assert not entry_points.choose("auto", sizes, 6144, 40).compile_only
+
+
+def test_models_become_fake_whether_built_fake_or_real():
+    """A KernelBench model is built under the fake mode (its parameters are fake already); a `model`
+    given as a value is real and is converted. Either way every parameter and buffer is fake, a
+    Parameter stays one with its requires_grad, and a parameter shared by two layers stays shared."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from compiler.pytorch import compile_only
+    mode = compile_only.fake_mode()
+    with mode:
+        built_fake = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+        before = [*built_fake.parameters(), *built_fake.buffers()]
+        compile_only.to_fake(built_fake, mode)  # PyTorch's Module._apply refuses this ("Couldn't swap")
+    assert all(a is b for a, b in zip(before, [*built_fake.parameters(), *built_fake.buffers()], strict=True))
+    real = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    real[0].weight.requires_grad_(False)
+    shared = torch.nn.Linear(2, 2)
+    real.append(shared)
+    real.append(shared)
+    with mode:
+        fake = compile_only.to_fake(real, mode)
+    for model in (built_fake, fake):
+        tensors = [*model.parameters(), *model.buffers()]
+        assert tensors and all(isinstance(t, FakeTensor) for t in tensors)
+        assert all(isinstance(p, torch.nn.Parameter) for p in model.parameters())
+    assert [p.requires_grad for p in fake.parameters()] == [False, True, True, True, True, True]
+    assert fake[2].weight is fake[3].weight and fake[1].running_var.shape == (2,)
+
+
+def test_conventions_say_what_is_missing(tmp_path):
+    from compiler.pipeline import UserError
+    with pytest.raises(UserError, match="`get_init_inputs`"):
+        _program("import torch\nclass Model(torch.nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n",
+                 tmp_path)
+    with pytest.raises(UserError, match="`example_inputs`"):
+        _program("import torch\nmodel = torch.nn.Linear(2, 2)\n", tmp_path)
+    with pytest.raises(UserError, match="KernelBench"):
+        _program("x = 1\n", tmp_path)
+
+
+def test_an_allocation_no_machine_can_make_is_a_memory_limit_naming_line_and_setting(tmp_path):
+    from compiler.pipeline import JobLimits
+    from compiler.user_code import is_out_of_memory, user_error
+    path = tmp_path / "model.py"
+    path.write_text("import torch\n\ndef grow():\n    return torch.empty(2**45)\n")
+    import runpy
+    namespace = runpy.run_path(str(path))
+    with pytest.raises(RuntimeError) as caught:
+        namespace["grow"]()
+    assert "alloc_cpu.cpp" in str(caught.value)  # PyTorch's C++ allocator refused it
+    assert is_out_of_memory(caught.value) and not is_out_of_memory(ValueError("shape mismatch"))
+    error = user_error(caught.value, str(path), JobLimits(memory_mb=6144), during="timing eager and compiled calls")
+    assert error.error.kind == "MemoryLimit" and error.error.line == 4
+    assert error.error.message.startswith("line 4: ran out of memory while timing eager and compiled calls: "
+                                          "the sandbox's address-space limit is 6144 MiB (setting memory_limit_mb)")
+
+
+def test_compile_only_relies_on_these_pytorch_names():
+    """compiler/pytorch/compile_only.py and estimates.py use these pieces of torch 2.13; an upgrade
+    that moves one breaks this test first."""
+    import inspect
+
+    from torch._inductor import compile_fx
+    from torch._inductor.output_code import CompiledFxGraph
+    assert {"inner_compile", "config_patches", "compile_region_name"} <= set(
+        inspect.signature(compile_fx.compile_fx).parameters)
+    # CompileOnlyInductor.__call__ repeats this body with inner_compile added
+    body = inspect.getsource(torch._TorchCompileInductorWrapper.__call__)
+    assert "config_patches=all_patches" in body and "compile_region_name=self.name" in body
+    assert "self.current_callable(" in inspect.getsource(CompiledFxGraph.__call__)
+    # AOTAutograd calls a compiled graph with the boxed list when the callable says so
+    from torch._functorch._aot_autograd import utils
+    assert 'getattr(f, "_boxed_call", False)' in inspect.getsource(utils.call_func_at_runtime_with_args)
+    # the inductor_metrics artifact log hands the scheduler nodes themselves to its handler
+    source = inspect.getsource(compile_fx)
+    assert '"node_runtimes": node_runtimes' in source and "inductor_metrics_log.info(" in source
+
+
+# --- slow: real jobs in the sandbox ------------------------------------------------------------
+
+JOBS = {
+    "kb12_host": (KERNELBENCH_12GB, {}),
+    "kb12_sm90": (KERNELBENCH_12GB, {"target": "cuda:sm_90"}),
+    "kb12_forced": (KERNELBENCH_12GB, {"run": "compile-and-run"}),
+    "value12": (VALUE_12GB, {}),
+    "grows": (GROWS, {}),
+    "kwargs_run": (KERNELBENCH_KWARGS, {}),
+    "kwargs_fake": (KERNELBENCH_KWARGS, {"run": "compile-only"}),
+}
+
+
+class Jobs:
+    def __init__(self, app, ids: dict[str, str]):
+        self.app, self.client, self.ids = app, app.test_client(), ids
+
+    def job(self, name: str) -> dict:
+        return wait_job(self.client, self.ids[name], timeout=1500)
+
+    def text(self, name: str, key: str) -> str:
+        return stage_text(self.client, self.ids[name], key)
+
+    def keys(self, name: str) -> list[str]:
+        return [s["key"] for s in self.job(name)["stages"]]
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory, pytorch_toolchain_cache):
+    data = tmp_path_factory.mktemp("real-models") / "var"
+    seed_toolchain_cache(pytorch_toolchain_cache, str(data))
+    app = make_app(data.parent, workers=2, warm_toolchain_cache=True, wall_time_limit_s=900)
+    client = app.test_client()
+    ids = {}
+    for name, (source, options) in JOBS.items():
+        response = client.post("/api/compile", json={"language": "pytorch", "source": source, "options": options})
+        assert response.status_code in (200, 202), (name, response.get_json())
+        ids[name] = response.get_json()["job"]
+    yield Jobs(app, ids)
+    app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_12_gb_kernelbench_source_compiles_only_on_the_host_with_every_stage(jobs):
+    job = jobs.job("kb12_host")
+    assert job["status"] == "done", job["error"]
+    assert job["timings"]["run_mode"]["sentence"] == SENTENCE
+    assert job["timings"]["run_mode"]["inputs_bytes"] == 12_000_000_000
+    assert "run" not in job["timings"]  # nothing ran: no timing is invented
+    keys = jobs.keys("kb12_host")
+    for key in ("dynamo.fx_graph:0/0", "dynamo.guards:0/0", "dynamo.bytecode:0/0", "aot.forward_graph:0/0",
+                "inductor.pre_grad_graph:0/0", "inductor.post_grad_graph:0/0", "inductor.ir_post_fusion:0/0",
+                "inductor.output_code:0/0", "kernel:cpp_fused_abs_add_div_0", "inductor.estimates:0/0"):
+        assert key in keys, (key, keys)
+    graph = jobs.text("kb12_host", "dynamo.fx_graph:0/0")
+    FileCheck().check('f32[3000, 1000000]').check("torch.abs(").run(graph)
+    code = jobs.text("kb12_host", "inductor.output_code:0/0")
+    FileCheck().check("cpp_fused_abs_add_div_0").check("def call(").check("empty_strided_cpu((3000, 1000000)") \
+        .run(code)
+    kernel = jobs.text("kb12_host", "kernel:cpp_fused_abs_add_div_0")
+    assert "3000000000" in kernel  # the loop bound: every element, as for the real tensor
+    estimates = json.loads(jobs.text("kb12_host", "inductor.estimates:0/0"))
+    assert estimates["total_bytes_read_and_written"] == 24_000_000_000  # reads 12 GB, writes 12 GB
+    assert estimates["nodes"][0]["kernels"] == ["cpp_fused_abs_add_div_0"]
+    page = jobs.client.get(f"/j/{job['id']}").get_data(as_text=True)
+    assert SENTENCE in page
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_12_gb_kernelbench_source_compiles_only_on_virtual_sm90_down_to_sass(jobs):
+    job = jobs.job("kb12_sm90")
+    assert job["status"] == "done", job["error"]
+    sentence = job["timings"]["run_mode"]["sentence"]
+    assert sentence == SENTENCE + "; cuda:sm_90 is a virtual GPU: nothing runs on it"
+    assert job["timings"]["target"]["virtual"] is True and "run" not in job["timings"]
+    keys = jobs.keys("kb12_sm90")
+    for key in ("dynamo.fx_graph:0/0", "aot.forward_graph:0/0", "inductor.post_grad_graph:0/0",
+                "inductor.output_code:0/0", "inductor.estimates:0/0"):
+        assert key in keys, (key, keys)
+    graph = jobs.text("kb12_sm90", "aot.forward_graph:0/0")
+    assert 'f32[3000, 1000000][1000000, 1]cuda:0' in graph
+    code = jobs.text("kb12_sm90", "inductor.output_code:0/0")
+    FileCheck().check("def triton_poi_fused_abs_add_div_0(").check("device_str='cuda'").check("def call(") \
+        .check("empty_strided_cuda((3000, 1000000)").run(code)
+    ptx = [k for k in keys if k.startswith("triton.ptx:triton_poi_fused_abs_add_div_0.")]
+    assert ptx, keys
+    for key in ptx:
+        FileCheck().check(".target sm_90a").check(".entry triton_poi_fused_abs_add_div_0").run(jobs.text("kb12_sm90", key))
+        sass = jobs.text("kb12_sm90", key.replace("triton.ptx:", "triton.sass:"))
+        assert "EXIT" in sass and "sm_90a" in sass
+    assert SENTENCE in jobs.client.get(f"/j/{job['id']}").get_data(as_text=True)
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_running_what_does_not_fit_is_a_memory_limit_at_the_line_that_allocates(jobs):
+    forced = jobs.job("kb12_forced")
+    assert forced["error"]["kind"] == "MemoryLimit" and forced["error"]["line"] == RAND_LINE, forced["error"]
+    assert "memory_limit_mb" in forced["error"]["message"] and "run: compile-only" in forced["error"]["message"]
+    value = jobs.job("value12")
+    assert value["error"]["kind"] == "MemoryLimit" and value["error"]["line"] == 8, value["error"]
+    assert "memory_limit_mb" in value["error"]["message"] and "make `example_inputs` a function" in \
+        value["error"]["message"]
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_out_of_memory_while_timing_is_a_memory_limit_not_an_internal_error(jobs):
+    job = jobs.job("grows")
+    assert job["status"] == "failed"
+    error = job["error"]
+    assert error["kind"] == "MemoryLimit" and error["line"] == GROWS_LINE, error
+    assert "while timing eager and compiled calls" in error["message"] and "memory_limit_mb" in error["message"]
+    assert "alloc_cpu.cpp" in error["message"]  # PyTorch's allocator, as the issue saw it
+    # the compile's stages were written before the measurement failed
+    assert "inductor.output_code:0/0" in [s["key"] for s in job["stages"]]
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_compile_only_output_code_equals_a_real_runs(jobs):
+    real, fake = jobs.job("kwargs_run"), jobs.job("kwargs_fake")
+    assert real["status"] == fake["status"] == "done", (real["error"], fake["error"])
+    assert real["timings"]["run_mode"]["mode"] == "compile-and-run" and real["timings"]["run"]["compiled_ms"] > 0
+    assert fake["timings"]["run_mode"]["mode"] == "compile-only" and "run" not in fake["timings"]
+
+    def strip(text: str) -> str:  # the kernel's path in each job's own Inductor cache differs
+        return "\n".join(line for line in text.split("\n") if "kernel path:" not in line)
+
+    for key in ("inductor.output_code:0/0", "aot.forward_graph:0/0", "inductor.post_grad_graph:0/0"):
+        assert strip(jobs.text("kwargs_run", key)) == strip(jobs.text("kwargs_fake", key)), key
+    code = jobs.text("kwargs_fake", "inductor.output_code:0/0")
+    FileCheck().check("extern_kernels.convolution(").check("cpp_fused").run(code)
+    kernels = [k for k in jobs.keys("kwargs_run") if k.startswith("kernel:")]
+    assert kernels and kernels == [k for k in jobs.keys("kwargs_fake") if k.startswith("kernel:")]
+    for key in kernels:
+        assert jobs.text("kwargs_run", key) == jobs.text("kwargs_fake", key)
+    # the compile-only stage says what differs: the guards' view of the inputs' type
+    stage = jobs.client.get(f"/api/jobs/{fake['id']}/stages/inductor.output_code:0/0?format=json").get_json()
+    assert stage["meta"]["note"].startswith("compile-only: the inputs and parameters are fake tensors")
+    real_stage = jobs.client.get(f"/api/jobs/{real['id']}/stages/inductor.output_code:0/0?format=json").get_json()
+    assert not real_stage["meta"]["note"].startswith("compile-only")
+    guards = jobs.text("kwargs_fake", "dynamo.guards:0/0")
+    assert re.search(r"TENSOR_MATCH: check_tensor\(L\['x'\], FakeTensor", guards)
