@@ -32,7 +32,10 @@ def pytest_collection_modifyitems(config, items):
 def make_app(tmp_path, **overrides):
     config = {"data_dir": str(tmp_path / "var"), "languages": "fake,pytorch", "workers": 2,
               "wall_time_limit_s": 240, "warm_toolchain_cache": False,
-              "spare_workers": 0}
+              "spare_workers": 0,
+              # test modules submit their compiles at once from one address; the per-client cap
+              # has its own test (tests/test_store.py)
+              "max_jobs_per_client": 0}
     config.update(overrides)
     return create_app(config)
 

@@ -215,7 +215,7 @@ def test_lesson_opens_as_the_permalink_of_its_request(lesson_jobs, slug):
     body = client.get(f"/z/{link.group(1)}.json").get_json()
     assert body["job"]["id"] == lesson_jobs.ids[(slug, "a")]
     page = client.get(f"/z/{link.group(1)}").get_data(as_text=True)
-    assert 'class="lesson-note"' in page and lesson.title in page  # the page says which lesson it is
+    assert 'class="lesson-note"' in page and str(escape(lesson.title)) in page  # the page says which lesson it is
     embed = client.get(f"/examples/{slug}?embed=1")
     assert embed.headers["Location"].startswith(f"/z/{link.group(1)}?embed=1#stage=")
 
