@@ -115,6 +115,11 @@ class Pipeline:
         TORCH_TRACE, XLA_FLAGS and the like. `workdir` is the job's private scratch directory."""
         return {}
 
+    def spare_fits(self, request: Request) -> bool:
+        """Whether a spare worker, made ready by prepare_spare before any job existed, may run
+        `request`; otherwise the job starts a worker of its own."""
+        return True
+
     def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
         """A spare worker, before any job exists (environment() already set): get the process
         ready. Here: import `prewarm_modules`. A pipeline may do more (a warm-up compile of its own

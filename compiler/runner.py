@@ -281,7 +281,9 @@ def worker_env(config: RunnerConfig) -> dict[str, str]:
 
 def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None) -> None:
     """Run one job to the end and store everything it produced that keeps the runner's rules."""
-    spare = spares.take(job.request.language) if spares else None
+    from compiler import registry
+    fits = registry.get(job.request.language).spare_fits(job.request)
+    spare = spares.take(job.request.language) if spares and fits else None
     ready = spare is not None and is_ready(spare[0])
     if spare is not None:
         job_dir, proc = spare

@@ -110,6 +110,11 @@ class PyTorchPipeline(Pipeline):
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
         }
 
+    def spare_fits(self, request: Request) -> bool:
+        # The spare's warm-up compiled for the host; a GPU target installs its (virtual) device
+        # before anything is compiled, so it gets a worker whose process compiled nothing yet.
+        return request.options.get("target", "host") == "host"
+
     def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
         spare_warmup.warm(workdir, toolchain_cache)
 
