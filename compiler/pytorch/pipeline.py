@@ -379,19 +379,10 @@ def _error_kind(exc: BaseException) -> str:
         else "UserCodeError"
 
 
-def _trace_id(log_id: str, trace_ids: list[str]) -> str:
-    """The trace's compile id for a compile id the logging side knew: logging knows "0/0", the trace
-    names the attempt that got through ("0/0_1")."""
-    if log_id == "?":  # no compile context: AOTInductor on the export path
-        return trace_stages.UNFRAMED
-    attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
-    return attempts[-1] if attempts else log_id
-
-
 def _write_estimates(bundle: Bundle, graphs: list[estimates.GraphEstimates], trace_ids: list[str]) -> None:
     """`inductor.estimates:<compile id>[.backward]`: Inductor's estimates for each compiled graph."""
     for graph in graphs:
-        cid = _trace_id(graph.compile_id, trace_ids)
+        cid = trace_stages.trace_id(graph.compile_id, trace_ids)
         key = f"inductor.estimates:{cid}" + (".backward" if graph.backward else "")
         n = 1
         while bundle.has(key + (f".{n}" if n > 1 else "")):

@@ -281,17 +281,19 @@ def write_trace(bundle: Bundle, entries: list[torch_trace.TraceEntry], user_path
     stages.finish({})
 
 
+def trace_id(log_id: str, trace_ids: list[str]) -> str:
+    """The trace's compile id for a compile id the logging side knew: logging knows "0/0", the trace
+    names the attempt that got through ("0/0_1")."""
+    if log_id == "?":  # no compile context: AOTInductor on the export path
+        return UNFRAMED
+    attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
+    return attempts[-1] if attempts else log_id
+
+
 def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_ids: list[str],
                       user_paths: tuple[str, ...]) -> None:
-    def trace_id(log_id: str) -> str:
-        # The logging side knows "0/0"; the trace names the attempt that got through ("0/0_1").
-        if log_id == "?":  # no compile context: AOTInductor on the export path
-            return UNFRAMED
-        attempts = [t for t in trace_ids if t == log_id or t.startswith(log_id + "_")]
-        return attempts[-1] if attempts else log_id
-
     for log_id in dict.fromkeys(c for c, _ in texts):
-        cid = trace_id(log_id)
+        cid = trace_id(log_id, trace_ids)
         for artifact, key, title in LOG_STAGES:
             text = texts.get((log_id, artifact))
             if text:
