@@ -56,7 +56,8 @@ shift || true
 case "$cmd" in
   serve) exec .venv/bin/irscope serve "$@" ;;
   worker) exec .venv/bin/irscope worker "$@" ;;
-  test) exec .venv/bin/python -m pytest -q "$@" ;;
+  # The linter first (pyproject.toml's [tool.ruff]): a tree that is not clean runs no test.
+  test) .venv/bin/ruff check . && exec .venv/bin/python -m pytest -q "$@" ;;
   setup) ;;
   *) echo "usage: ./run.sh serve [--host H] [--port P] | ./run.sh worker [--queues Q] | ./run.sh test [pytest args]" >&2; exit 2 ;;
 esac

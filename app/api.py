@@ -4,37 +4,23 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from app import services
-from app.http_policy import RAW_TEXT_POLICY, client_address, rate_limit
+from app.http_policy import RAW_TEXT_POLICY, client_address
 from compiler import registry
-from compiler.jobs import ClientQueueFull, QueueFull, RequestError
+from compiler.errors import ErrorKind, Refused
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
 
-def _error(status: int, message: str, kind: str = "RequestError"):
-    return jsonify({"error": {"kind": kind, "message": message, "line": None}}), status
+def not_found(message: str) -> Refused:
+    return Refused(ErrorKind.NotFound, message)
 
 
 @bp.post("/compile")
 def compile_():
     svc = services()
-    if svc.refusal:
-        return _error(503, svc.refusal, "SandboxUnavailable")
-    limited = rate_limit().refuse(client_address())
-    if limited:
-        response, status = _error(429, limited[0], "RateLimited")
-        response.headers["Retry-After"] = str(limited[1])
-        return response, status
-    try:
-        req = svc.jobs.parse(request.get_json(silent=True))
-    except RequestError as e:
-        return _error(400, str(e))
-    try:
-        job, known = svc.jobs.submit(req, client=client_address())
-    except QueueFull as e:
-        response, status = _error(429, str(e), "ClientQueueFull" if isinstance(e, ClientQueueFull) else "QueueFull")
-        response.headers["Retry-After"] = "60"
-        return response, status
+    svc.admission.check_open()
+    req = svc.jobs.parse(request.get_json(silent=True))
+    (job, known), = svc.admission.submit([req], client_address())
     body = {"job": job.id, "url": url_for("ide.job_page", job_id=job.id), "status": job.status, "cached": known}
     return jsonify(body), (200 if known and job.finished else 202)
 
@@ -43,7 +29,7 @@ def compile_():
 def job(job_id: str):
     found = services().store.get_job(job_id)
     if found is None:
-        return _error(404, f"no job {job_id!r}", "NotFound")
+        raise not_found(f"no job {job_id!r}")
     return jsonify(found.to_json())
 
 
@@ -53,13 +39,13 @@ def stage(job_id: str, key: str):
     if request.args.get("format") == "json":
         found = store.stage_text(job_id, key)
         if found is None:
-            return _error(404, f"job {job_id!r} has no stage {key!r}", "NotFound")
+            raise not_found(f"job {job_id!r} has no stage {key!r}")
         stage_, text = found
         return jsonify({"key": stage_.key, "title": stage_.title, "group": stage_.group, "text": text,
                         "format": stage_.format, "source_map": stage_.source_map, "meta": stage_.meta})
     head = store.stage_page(job_id, key, 0, 0)  # the stage, no text yet
     if head is None:
-        return _error(404, f"job {job_id!r} has no stage {key!r}", "NotFound")
+        raise not_found(f"job {job_id!r} has no stage {key!r}")
     stage_ = head[0]
     # Plain text the browser must not sniff into HTML, in a sandbox if it tried; streamed chunk by
     # chunk, so a large stage is never held whole.
@@ -75,7 +61,7 @@ def shortlink():
     body = request.get_json(silent=True) or {}
     job_ = svc.store.get_job(str(body.get("job", "")))
     if job_ is None:
-        return _error(404, f"no job {body.get('job')!r}", "NotFound")
+        raise not_found(f"no job {body.get('job')!r}")
     link_id = svc.jobs.shortlink(job_)
     return jsonify({"id": link_id, "url": url_for("permalinks.page", link_id=link_id)})
 
@@ -98,7 +84,7 @@ def targets():
     targets that compile on a virtual device because no live worker has them."""
     import socket
 
-    from compiler.targets import TARGETS
+    from compiler.targets import TARGETS  # the target table imports no compiler
     svc = services()
     if not svc.settings["broker_url"]:
         workers = [{"name": "embedded", "host": socket.gethostname(), "concurrency": int(svc.settings["workers"]),

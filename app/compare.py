@@ -11,13 +11,13 @@ from flask import Blueprint, abort, jsonify, redirect, render_template, request
 import viewers
 from app import lessons as lesson_files
 from app import services
-from app.api import _error
-from app.examples import changed_options, offered, refused_page
-from app.http_policy import client_address, embeddable, rate_limit
+from app.api import not_found
+from app.examples import changed_options, offered
+from app.http_policy import client_address, embeddable
 from app.ide import form_options
-from compiler.jobs import QueueFull, RequestError
 from compiler.model import Request
-from compiler.store import Job
+from service.jobs import RequestError
+from service.store import Job
 from viewers import compare as compare_viewer
 from viewers import diff as diff_viewer
 
@@ -87,13 +87,10 @@ def _context(comparison_id: str) -> dict[str, Any]:
             "timings": compare_viewer.timings(a.timings, b.timings)}
 
 
-def create(a: Job, b: Job) -> str:
+def _submit_pair(side_a: Request | Job, side_b: Request | Job) -> str:
+    """Both sides admitted as jobs (a stored job stays as it is), and the comparison of the two."""
+    (a, _), (b, _) = services().admission.submit([side_a, side_b], client_address())
     return services().jobs.comparison(a, b)
-
-
-def _submit_pair(req_a: Request | Job, req_b: Request | Job) -> tuple[Job, Job]:
-    jobs = services().jobs
-    return tuple(r if isinstance(r, Job) else jobs.submit(r)[0] for r in (req_a, req_b))  # type: ignore[return-value]
 
 
 # --- the page ---------------------------------------------------------------------------------------
@@ -111,25 +108,15 @@ def new_form():
 @bp.post("/compare")
 def create_from_form():
     svc = services()
-    if svc.refusal:
-        return refused_page(svc.refusal, 503)
+    svc.admission.check_open()
     a = svc.store.get_job(request.form.get("job", ""))
     if a is None:
         abort(404, f"no job {request.form.get('job')!r}")
-    limited = rate_limit().refuse(client_address())
-    if limited:
-        return refused_page(limited[0], 429)
     language = a.request.language
     source = request.form.get("source")
-    try:
-        req_b = svc.jobs.parse({"language": language, "source": a.request.source if source is None else source,
-                                "options": form_options(language)})
-        a, b = _submit_pair(a, req_b)
-    except RequestError as e:
-        return refused_page(str(e), 400)
-    except QueueFull as e:
-        return refused_page(str(e), 429)
-    return redirect(f"/c/{create(a, b)}", code=303)
+    req_b = svc.jobs.parse({"language": language, "source": a.request.source if source is None else source,
+                            "options": form_options(language)})
+    return redirect(f"/c/{_submit_pair(a, req_b)}", code=303)
 
 
 @bp.get("/c/<comparison_id>")
@@ -183,36 +170,24 @@ def api_create():
     """Body `{"a": side, "b": side}`, each side a request (`language`, `source`, `options`) or
     `{"job": id}` of a stored job."""
     svc = services()
-    if svc.refusal:
-        return _error(503, svc.refusal, "SandboxUnavailable")
+    svc.admission.check_open()
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not isinstance(body.get("a"), dict) or not isinstance(body.get("b"), dict):
-        return _error(400, "the body must be {\"a\": ..., \"b\": ...}, each a request or {\"job\": id}")
+        raise RequestError("the body must be {\"a\": ..., \"b\": ...}, each a request or {\"job\": id}")
     sides: list[Request | Job] = []
     for name in ("a", "b"):
         side = body[name]
         if "job" in side:
             job = svc.store.get_job(str(side["job"]))
             if job is None:
-                return _error(404, f"{name}: no job {side['job']!r}", "NotFound")
+                raise not_found(f"{name}: no job {side['job']!r}")
             sides.append(job)
         else:
             try:
                 sides.append(svc.jobs.parse(side))
             except RequestError as e:
-                return _error(400, f"{name}: {e}")
-    if not all(isinstance(s, Job) for s in sides):
-        limited = rate_limit().refuse(client_address())
-        if limited:
-            response, code = _error(429, limited[0], "RateLimited")
-            response.headers["Retry-After"] = str(limited[1])
-            return response, code
-    try:
-        a, b = _submit_pair(*sides)
-    except QueueFull as e:
-        response, code = _error(429, str(e), "QueueFull")
-        response.headers["Retry-After"] = "60"
-        return response, code
-    comparison_id = create(a, b)
+                raise RequestError(f"{name}: {e.message}") from None
+    comparison_id = _submit_pair(*sides)
+    a, b = _jobs(comparison_id)
     return jsonify({"id": comparison_id, "url": f"/c/{comparison_id}", "a": a.id, "b": b.id,
                     "status": [a.status, b.status]}), (200 if a.finished and b.finished else 202)

@@ -9,14 +9,11 @@ from flask import Blueprint, abort, jsonify, redirect, render_template, request
 import viewers.code
 from app import lessons as lesson_files
 from app import services
-from app.http_policy import client_address, rate_limit
+from app.http_policy import client_address
 from compiler import registry
-from compiler.jobs import QueueFull
 from compiler.model import Request
-from compiler.store import Job
 
 bp = Blueprint("examples", __name__)
-_LEXERS = {"hlo": "hlo", "stablehlo": "mlir"}  # a lesson's source on the gallery page; the others are Python
 
 
 def offered() -> tuple[lesson_files.Lesson, ...]:
@@ -46,28 +43,16 @@ def changed_options(req: Request) -> dict:
     return {k: v for k, v in req.options.items() if defaults.get(k) != v}
 
 
-def refused_page(sentence: str, status: int):
-    return render_template("refused.html", sentence=sentence), status
-
-
-def submit(req: Request) -> Job:
-    """The job answering a lesson's request (compiled now, or the stored one). Lesson requests are
-    a fixed set, each compiled once while results are reused; so only a server that does not reuse
-    results counts opening a lesson against the client's compile rate."""
-    svc = services()
-    if svc.refusal:
-        abort(503, svc.refusal)
-    if not svc.settings["reuse_results"]:
-        limited = rate_limit().refuse(client_address())
-        if limited:
-            abort(429, limited[0])
-    return svc.jobs.submit(req)[0]
+def _submit(*requests: Request) -> list:
+    """The jobs answering a lesson's requests: the stored ones, or compiled now, admitted like any
+    request (a lesson compiled before creates no job, so it counts against nobody's rate)."""
+    return [job for job, _ in services().admission.submit(list(requests), client_address())]
 
 
 @bp.get("/examples")
 def gallery():
     lessons = offered()
-    sources = {lesson.slug: viewers.code.render(lesson.request.source, _LEXERS.get(lesson.language, "python"))
+    sources = {lesson.slug: viewers.code.render(lesson.request.source, registry.get(lesson.language).lexer)
                for lesson in lessons}
     return render_template("gallery.html", topics=_topics(lessons), count=len(lessons), sources=sources,
                            titles={p.key: p.title for p in map(registry.get, services().jobs.config.languages)},
@@ -84,10 +69,7 @@ def open_lesson(slug: str):
     """The lesson's permalink (/z/<id>), made now if it is the lesson's first opening; its page
     opens the lesson's first stage. `?embed=1` is kept for slides."""
     lesson = _lesson(slug)
-    try:
-        job = submit(lesson.request)
-    except QueueFull as e:
-        return refused_page(str(e), 429)
+    job, = _submit(lesson.request)
     link_id = services().jobs.shortlink(job)
     embed = "?embed=1" if request.args.get("embed") == "1" else ""
     return redirect(f"/z/{link_id}{embed}#stage={quote(lesson.first_stage, safe='')}", code=303)
@@ -99,8 +81,5 @@ def compare_lesson(slug: str):
     lesson = _lesson(slug)
     if lesson.compare is None or lesson.compare.request.language not in services().jobs.config.languages:
         abort(404, f"lesson {slug!r} has no comparison")
-    try:
-        a, b = submit(lesson.request), submit(lesson.compare.request)
-    except QueueFull as e:
-        return refused_page(str(e), 429)
+    a, b = _submit(lesson.request, lesson.compare.request)
     return redirect(f"/c/{services().jobs.comparison(a, b)}", code=303)

@@ -11,11 +11,12 @@ from flask import Blueprint, abort, render_template, request
 import viewers
 from app import services
 from app.examples import offered
+from app.http_policy import client_address, embeddable
 from app.lessons import for_request
-from app.http_policy import client_address, embeddable, rate_limit
+from app.refusals import renders_page
 from compiler import formats, registry
-from compiler.jobs import QueueFull, RequestError
-from compiler.store import Job
+from compiler.errors import Refused
+from service.store import Job
 from viewers import diff as diff_viewer
 from viewers import timings as timings_viewer
 from viewers.explanations import explanation_for
@@ -106,30 +107,20 @@ def form_options(language: str) -> dict:
 @bp.post("/compile")
 def compile_form():
     svc = services()
-    if svc.refusal:
-        return render_template("_results.html", job=None, form_error=svc.refusal)
-    limited = rate_limit().refuse(client_address())
-    if limited:
-        return _refused(limited[0])
+    svc.admission.check_open()
     language = request.form.get("language", "")
-    try:
-        req = svc.jobs.parse({"language": language, "source": request.form.get("source", ""),
-                              "options": form_options(language) if language in svc.jobs.config.languages else {}})
-    except RequestError as e:
-        return render_template("_results.html", job=None, form_error=str(e))
-    try:
-        job, _ = svc.jobs.submit(req, client=client_address())
-    except QueueFull as e:
-        return _refused(str(e))
+    req = svc.jobs.parse({"language": language, "source": request.form.get("source", ""),
+                          "options": form_options(language) if language in svc.jobs.config.languages else {}})
+    (job, _), = svc.admission.submit([req], client_address())
     job = svc.store.get_job(job.id) or job
     response = render_template("_results.html", form_error=None, **_bar_context(job))
     return response, 200, {"HX-Push-Url": f"/j/{job.id}"}
 
 
-def _refused(sentence: str):
-    """429 with the sentence; htmx swaps only 2xx answers, so the page's own request gets 200."""
-    body = render_template("_results.html", job=None, form_error=sentence)
-    return body, (200 if request.headers.get("HX-Request") else 429)
+@renders_page("ide.compile_form")
+def _refused(refused: Refused) -> str:
+    """The results pane with the sentence in it (the form stays as the user left it)."""
+    return render_template("_results.html", job=None, form_error=refused.message)
 
 
 @bp.get("/j/<job_id>/updates")

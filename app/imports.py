@@ -10,9 +10,11 @@ from flask import Blueprint, jsonify, redirect, render_template, request, url_fo
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app import services
-from app.http_policy import client_address, rate_limit
+from app.http_policy import client_address
+from app.refusals import answer, renders_page
 from compiler import registry
-from compiler.jobs import QueueFull, RequestError
+from compiler.errors import ErrorKind, Refused
+from service.jobs import RequestError
 
 bp = Blueprint("imports", __name__)
 
@@ -35,40 +37,34 @@ def _too_large_sentence() -> str:
             "(setting import_max_upload_mb)")
 
 
-def _submit() -> tuple[dict | None, str | None, int]:
-    """(the job's JSON, None, status) or (None, the sentence saying why not, status)."""
+def _submit() -> tuple[dict, int]:
+    """The job's JSON and status; a refusal is raised (app/refusals.py answers it)."""
     svc = services()
-    if svc.refusal:
-        return None, svc.refusal, 503
+    svc.admission.check_open()
     if not svc.settings["imports"]:
-        return None, "this server does not import logs (setting imports)", 404
-    limited = rate_limit().refuse(client_address())
-    if limited:
-        return None, limited[0], 429
+        raise Refused(ErrorKind.NotFound, "this server does not import logs (setting imports)")
     upload = request.files.get("archive")
     if upload is None or not upload.filename:
-        return None, "no file: send the archive in the multipart field `archive`", 400
+        raise RequestError("no file: send the archive in the multipart field `archive`")
     data = upload.stream.read(_max_upload_bytes() + 1)
     if len(data) > _max_upload_bytes():
-        return None, _too_large_sentence(), 413
+        raise Refused(ErrorKind.RequestTooLarge, _too_large_sentence())
     if not data:
-        return None, f"{upload.filename}: the file is empty", 400
+        raise RequestError(f"{upload.filename}: the file is empty")
     kind = request.form.get("kind") or "auto"
-    try:
-        job, known = svc.jobs.submit_upload(LANGUAGE, upload.filename, data, {"kind": kind})
-    except RequestError as e:
-        return None, str(e), 400
-    except QueueFull as e:
-        return None, str(e), 429
+    job, known = svc.admission.submit_upload(LANGUAGE, upload.filename, data, {"kind": kind}, client_address())
     return ({"job": job.id, "url": url_for("ide.job_page", job_id=job.id), "status": job.status, "cached": known},
-            None, 200 if known and job.finished else 202)
+            200 if known and job.finished else 202)
 
 
 @bp.errorhandler(RequestEntityTooLarge)
 def _too_large(_e):
-    if request.path.startswith("/api/"):
-        return jsonify({"error": {"kind": "RequestTooLarge", "message": _too_large_sentence(), "line": None}}), 413
-    return _form(_too_large_sentence()), 413
+    return answer(Refused(ErrorKind.RequestTooLarge, _too_large_sentence()))
+
+
+@renders_page("imports.import_form")
+def _refused(refused: Refused) -> str:
+    return _form(refused.message)
 
 
 def _form(error: str | None = None) -> str:
@@ -89,17 +85,11 @@ def import_page():
 
 @bp.post("/import")
 def import_form():
-    body, error, status = _submit()
-    if body is None:
-        return _form(error), status
+    body, _ = _submit()
     return redirect(body["url"], code=303)
 
 
 @bp.post("/api/imports")
 def api_import():
-    body, error, status = _submit()
-    if body is None:
-        kind = {400: "RequestError", 404: "NotFound", 413: "RequestTooLarge", 429: "RateLimited",
-                503: "SandboxUnavailable"}.get(status, "RequestError")
-        return jsonify({"error": {"kind": kind, "message": error, "line": None}}), status
+    body, status = _submit()
     return jsonify(body), status

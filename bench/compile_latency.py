@@ -180,7 +180,8 @@ def main() -> None:
     log = open(os.path.join(work, "server.log"), "w")
     server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
-        wait_for("the server", lambda: http("GET", base + "/api/languages")[0] == 200 if _port_open(port) else False, 60)
+        wait_for("the server", lambda: http("GET", base + "/api/languages")[0] == 200 if _port_open(port) else False,
+                 60)
         waited = wait_for("the toolchain warm-up and a ready spare", lambda: spare_ready(data))
         print(f"server up; toolchain warm-up done and spare ready after {waited:.1f} s", flush=True)
         first, done, jobs = [], [], []
@@ -196,9 +197,11 @@ def main() -> None:
         repeat = []
         for _ in range(max(args.repeats, 5)):
             started = time.perf_counter()
-            status, body = http("POST", base + "/api/compile", {"language": "pytorch", "source": SOURCE.format(c=constant(0))})
+            status, body = http("POST", base + "/api/compile",
+                                {"language": "pytorch", "source": SOURCE.format(c=constant(0))})
             answer = json.loads(body)
-            job = answer if answer.get("status") == "done" else json.loads(http("GET", f"{base}/api/jobs/{answer['job']}")[1])
+            job = answer if answer.get("status") == "done" else \
+                json.loads(http("GET", f"{base}/api/jobs/{answer['job']}")[1])
             repeat.append(time.perf_counter() - started)
             assert job["status"] == "done", job
         link = json.loads(http("POST", base + "/api/shortlinks", {"job": jobs[0]["id"]})[1])["url"]

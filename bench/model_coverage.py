@@ -39,8 +39,8 @@ def kernels(job: dict) -> tuple[int, int]:
 
 def main() -> None:
     from app import create_app
-    from compiler import runner
-    from compiler.toolchain import toolchain
+    from service import runner
+    from service.toolchain import toolchain
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", nargs="?", default=os.path.join(HERE, "models"))
     parser.add_argument("--targets", default="host,cuda:sm_90")

@@ -42,14 +42,14 @@ def one(language: str, source: str, options: dict) -> tuple[float, dict, dict]:
 
 
 def main() -> None:
+    from app import lessons
     from compiler import registry
-    from compiler.xla.examples import LESSONS
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--targets", default="cuda:a100,cuda:h100,cuda:b200")
     args = parser.parse_args()
-    lesson = LESSONS["sharded-mlp-h100"]
-    inputs = {"lesson (jax)": (lesson.language, lesson.source(), dict(lesson.options)),
+    lesson = lessons.by_slug(lessons.load(), "sharded-mlp-h100")
+    inputs = {"lesson (jax)": (lesson.language, lesson.request.source, dict(lesson.request.options)),
               "HLO example": ("hlo", registry.get("hlo").example, {"devices": 8})}
     for target in args.targets.split(","):
         for name, (language, source, options) in inputs.items():

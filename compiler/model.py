@@ -11,6 +11,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.errors import ErrorKind
+
+# A job directory, as the runner and the worker in the sandbox share it: the runner writes the job
+# file (JOB_FILE: a JobFile) and the uploads (INPUTS_DIR), the worker writes its result bundle
+# (OUT_DIR: manifest.json and one file per stage) and, while it is a spare waiting for its job,
+# SPARE_READY once its compiler is imported and warmed up.
+JOB_FILE = "request.json"
+OUT_DIR = "out"
+INPUTS_DIR = "inputs"
+SPARE_READY = "spare-ready"
+
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace: equal values give equal strings."""
@@ -75,15 +86,18 @@ class Stage:
 
 @dataclass
 class JobError:
-    """Why a job failed. `kind` is a short class name (SyntaxError, WallTimeLimit, ...);
-    `line` is the 1-based line of the user's source, when one is to blame."""
+    """Why a job failed: its kind (compiler/errors.py; an unknown kind is a ValueError) and
+    `line`, the 1-based line of the user's source, when one is to blame."""
 
-    kind: str
+    kind: ErrorKind
     message: str
     line: int | None = None
 
+    def __post_init__(self) -> None:
+        self.kind = ErrorKind(self.kind)
+
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {"kind": str(self.kind), "message": self.message, "line": self.line}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "JobError | None":
@@ -92,11 +106,110 @@ class JobError:
         return cls(kind=data["kind"], message=data["message"], line=data.get("line"))
 
 
-# Error kinds that say something about the user's input; a job that failed with one of them is
-# answered from the store like a successful one. Limits and infrastructure failures are retried.
-DETERMINISTIC_ERROR_KINDS = frozenset({
-    "SyntaxError", "InputError", "OptionError", "UserCodeError", "CompileError",
-})
+@dataclass(frozen=True)
+class JobSettings:
+    """A job's settings and limits: one record, built once from the settings table
+    (service/configure.py), written into the job file beside the request, read by the worker in
+    the sandbox into its JobContext. The sandbox enforces the limits it can (rlimits, cgroup,
+    wall clock, tmpfs sizes), the runner caps what it reads of the job's output, and the pipelines
+    apply the rest. Each field is the setting of the same name, in its units; these defaults are
+    the settings table's (service/settings.py takes them from here)."""
+
+    # the sandbox's limits
+    wall_time_limit_s: int = 300
+    cpu_time_limit_s: int = 600
+    memory_limit_mb: int = 6144
+    job_memory_mb: int = 8192
+    job_cpus: float = 2.0
+    process_limit: int = 128
+    file_size_limit_mb: int = 256
+    tmp_size_mb: int = 2048
+    shm_size_mb: int = 256
+    job_disk_mb: int = 1024
+    output_limit_kb: int = 1024
+    # what the runner reads of the job's output at most
+    max_stage_kb: int = 16384
+    max_stages: int = 2000
+    max_manifest_kb: int = 32768
+    max_stage_meta_kb: int = 1024
+    # what the pipelines do within the limits
+    measure_s: float = 1.0
+    run_memory_percent: int = 25
+    import_max_files: int = 2000
+    import_max_unpacked_mb: int = 512
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_limit_mb << 20
+
+    @property
+    def output_bytes(self) -> int:
+        return self.output_limit_kb << 10
+
+    @property
+    def file_bytes(self) -> int:
+        return self.file_size_limit_mb << 20
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.max_stage_kb << 10
+
+    @property
+    def import_unpacked_bytes(self) -> int:
+        return self.import_max_unpacked_mb << 20
+
+    @property
+    def tmp_bytes(self) -> int:
+        return self.tmp_size_mb << 20
+
+    @property
+    def shm_bytes(self) -> int:
+        return self.shm_size_mb << 20
+
+    @property
+    def job_memory_bytes(self) -> int:
+        """What the job's processes may use together (0 in the setting: the address-space limit)."""
+        return (self.job_memory_mb or self.memory_limit_mb) << 20
+
+    @property
+    def manifest_bytes(self) -> int:
+        return self.max_manifest_kb << 10
+
+    @property
+    def meta_bytes(self) -> int:
+        return self.max_stage_meta_kb << 10
+
+    @property
+    def job_stage_bytes(self) -> int:
+        """All stage texts of one job together: the job directory's size (no cap: 1 TiB)."""
+        return (self.job_disk_mb or 1 << 20) << 20
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JobSettings":
+        """The record from its JSON (or from the settings table's values): every field by name,
+        the default for one not given, other names ignored."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """The job file (JOB_FILE) the runner writes when it hands a worker its job: the request, the
+    toolchain versions it was keyed with, and the job's settings."""
+
+    request: Request
+    toolchain: dict[str, str]
+    settings: JobSettings
+
+    def to_json(self) -> dict[str, Any]:
+        return {"request": self.request.to_json(), "toolchain": self.toolchain, "settings": self.settings.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JobFile":
+        return cls(request=Request.from_json(data["request"]), toolchain=dict(data.get("toolchain") or {}),
+                   settings=JobSettings.from_json(data.get("settings") or {}))
 
 
 @dataclass

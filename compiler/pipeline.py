@@ -1,6 +1,6 @@
 """What every pipeline is: a key, an option schema, and `run(request, ctx)`; the job context it
-runs in (`JobContext`: scratch directory, limits, result bundle, toolchain cache), built once by
-the worker; and the result bundle it writes its stages to.
+runs in (`JobContext`: scratch directory, settings and limits, result bundle, toolchain cache),
+built once by the worker; and the result bundle it writes its stages to.
 
 Pipeline modules are imported by the web process too (for their option schemas), so they must not
 import torch, triton or jax at module level: they import them inside `run`, which only ever
@@ -8,7 +8,6 @@ executes in the sandboxed worker.
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import os
@@ -18,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from compiler import formats
-from compiler.model import JobError, Manifest, Request, Stage
+from compiler.errors import ErrorKind
+from compiler.model import JobError, JobSettings, Manifest, Request, Stage
 
 
 class OptionError(ValueError):
@@ -82,14 +82,21 @@ class Option:
 
 
 class Pipeline:
-    """A compiler pipeline. Subclasses set `key`, `title`, `options`, `editor_mode`, `example` and
-    implement `run`. `toolchain_packages` names the distributions whose versions key the cache."""
+    """A compiler pipeline. Subclasses set `key`, `title`, `options`, the facts of their input
+    language (`editor_mode`, `lexer`, `extensions`, `source_markers`), `example` and implement
+    `run`. `toolchain_packages` names the distributions whose versions key the cache."""
 
     key: str = ""
     title: str = ""
     options: tuple[Option, ...] = ()
     toolchain_packages: tuple[str, ...] = ()
-    editor_mode: str = "python"
+    editor_mode: str = "python"  # the editor's CodeMirror mode for the source
+    lexer: str = "python"  # the source's lexer (compiler/formats.py), for the gallery and the input stage
+    # File extensions that are this language (`irscope compile FILE` guesses the language from them)
+    extensions: tuple[str, ...] = ()
+    # Text whose presence in a source says it is this language rather than plain PyTorch (a guess
+    # for `irscope compile` and for imports; the more specific language is registered first)
+    source_markers: tuple[str, ...] = ()
     example: str = ""
     # irscope's own source for a trusted warm-up job that fills the toolchain cache (see
     # compiler/runner.warm_toolchain); None where the pipeline has nothing worth sharing.
@@ -140,49 +147,20 @@ class Pipeline:
 class UserError(Exception):
     """A failure the user's input caused; carries the error kind and the user's line."""
 
-    def __init__(self, kind: str, message: str, line: int | None = None):
+    def __init__(self, kind: ErrorKind, message: str, line: int | None = None):
         super().__init__(message)
         self.error = JobError(kind=kind, message=message, line=line)
         self.output = ""  # what the program printed before it failed
 
 
-# Defaults of the settings table (app/settings.py), for a context built outside the worker (tests).
-DEFAULT_OUTPUT_LIMIT_BYTES = 1024 << 10
-DEFAULT_MAX_STAGE_BYTES = 16384 << 10
-DEFAULT_MEASURE_S = 1.0
-DEFAULT_IMPORT_FILES = 2000
-DEFAULT_IMPORT_BYTES = 512 << 20
-DEFAULT_RUN_MEMORY_PERCENT = 25
-
-
-@dataclass(frozen=True)
-class JobLimits:
-    """The sandbox limits a pipeline reports or applies itself (the sandbox enforces the rest)."""
-
-    output_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES  # program output kept (setting output_limit_kb)
-    memory_mb: int | None = None  # the sandbox's address-space limit (setting memory_limit_mb)
-    file_size_mb: int | None = None  # the sandbox's file-size limit (setting file_size_limit_mb)
-    measure_s: float = DEFAULT_MEASURE_S  # time spent timing each side, eager and compiled (setting measure_s)
-    import_files: int = DEFAULT_IMPORT_FILES  # members an uploaded archive may have (setting import_max_files)
-    import_bytes: int = DEFAULT_IMPORT_BYTES  # bytes it may unpack to (setting import_max_unpacked_mb)
-    run_memory_percent: int = DEFAULT_RUN_MEMORY_PERCENT  # a model runs if it fits this share of memory_mb
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "JobLimits":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-
-
 @dataclass(frozen=True)
 class JobContext:
-    """Everything one job runs with, built once by the worker (compiler/worker.py) and handed to
+    """Everything one job runs with, built once by the worker (compiler/sandbox_entry.py) and handed to
     `Pipeline.run`; pipelines read no environment variable of irscope's."""
 
     workdir: str  # the job's private scratch directory (the worker's working directory)
     bundle: "Bundle"  # where the stages go
-    limits: JobLimits = JobLimits()
+    settings: JobSettings = JobSettings()  # the job's settings and limits
     toolchain_cache: str = ""  # the trusted toolchain cache to seed from, read-only ("" when none)
     export_toolchain_cache: str = ""  # the warm-up job only: where to export the toolchain cache
     inputs_dir: str = ""  # the uploads the runner put in the job (Pipeline.inputs), read-only ("" when none)
@@ -195,7 +173,7 @@ class Bundle:
     pipeline writes trace stages from a thread that follows the compile): each call is atomic."""
 
     def __init__(self, directory: str, toolchain: dict[str, str] | None = None,
-                 max_stage_bytes: int = DEFAULT_MAX_STAGE_BYTES):
+                 max_stage_bytes: int = JobSettings().stage_bytes):
         self.directory = directory
         # The settings table's max_stage_kb, passed by the worker; a stage larger than that is cut.
         self.max_stage_bytes = max_stage_bytes

@@ -39,6 +39,21 @@ def get(key: str) -> Pipeline:
     return _LOADED[key]
 
 
+def guess(path: str, source: str, offered: tuple[str, ...] | list[str]) -> str:
+    """The language of a file among the `offered` ones: the one whose extension it has, else the
+    first whose `source_markers` the source contains, else PyTorch (or the first offered)."""
+    import os
+    extension = os.path.splitext(path)[1]
+    pipelines = [get(key) for key in offered]
+    for pipeline in pipelines:
+        if extension and extension in pipeline.extensions:
+            return pipeline.key
+    for pipeline in pipelines:
+        if any(marker in source for marker in pipeline.source_markers):
+            return pipeline.key
+    return "pytorch" if "pytorch" in offered else offered[0]
+
+
 register("pytorch", "compiler.pytorch.pipeline:PyTorchPipeline")
 register("fake", "compiler.fake.pipeline:FakePipeline")
 register("hlo", "compiler.xla.pipeline:HloPipeline")

@@ -13,7 +13,9 @@ import sys
 import traceback
 from typing import Any, Iterator
 
-from compiler.pipeline import JobContext, JobLimits, UserError
+from compiler.errors import ErrorKind
+from compiler.model import JobSettings
+from compiler.pipeline import JobContext, UserError
 
 
 def write_user_file(source: str, name: str, workdir: str) -> str:
@@ -113,10 +115,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return False
 
 
-def user_error(exc: BaseException, path: str, limits: JobLimits, kind: str = "UserCodeError",
+def user_error(exc: BaseException, path: str, limits: JobSettings, kind: ErrorKind = ErrorKind.UserCodeError,
                during: str = "") -> UserError:
     """A UserError for an exception raised by (or while compiling, or timing) the user's code;
-    `limits` name the sandbox limit an out-of-memory or an oversized file ran into; `during` says
+    `limits` (the job's settings) name the sandbox limit an out-of-memory or an oversized file ran
+    into; `during` says
     what irscope was doing, for failures outside the user's lines."""
     if isinstance(exc, UserError):
         return exc
@@ -124,19 +127,17 @@ def user_error(exc: BaseException, path: str, limits: JobLimits, kind: str = "Us
     where = f"line {line}: " if line else ""
     while_doing = f" while {during}" if during else ""
     if is_out_of_memory(exc):
-        limit = limits.memory_mb if limits.memory_mb is not None else "?"
-        return UserError("MemoryLimit", f"{where}ran out of memory{while_doing}: the sandbox's address-space limit "
-                         f"is {limit} MiB (setting memory_limit_mb); {describe(exc)}", line)
+        return UserError(ErrorKind.MemoryLimit, f"{where}ran out of memory{while_doing}: the sandbox's address-space "
+                         f"limit is {limits.memory_limit_mb} MiB (setting memory_limit_mb); {describe(exc)}", line)
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        limit = limits.file_size_mb if limits.file_size_mb is not None else "?"
-        return UserError("FileSizeLimit", f"{where}a file grew past the {limit} MiB file-size limit "
-                         "(setting file_size_limit_mb)", line)
+        return UserError(ErrorKind.FileSizeLimit, f"{where}a file grew past the {limits.file_size_limit_mb} MiB "
+                         "file-size limit (setting file_size_limit_mb)", line)
     if isinstance(exc, SyntaxError) and exc.filename == path:
-        return UserError("SyntaxError", f"line {exc.lineno}: {exc.msg}", exc.lineno)
+        return UserError(ErrorKind.SyntaxError, f"line {exc.lineno}: {exc.msg}", exc.lineno)
     return UserError(kind, where + (f"{during}: " if during and not line else "") + describe(exc), line)
 
 
-def run_user_file(path: str, limits: JobLimits) -> tuple[dict[str, Any], str]:
+def run_user_file(path: str, limits: JobSettings) -> tuple[dict[str, Any], str]:
     """Execute the file as `__main__`-less module code; return its namespace and what it printed
     (up to `limits.output_bytes` characters)."""
     sink = CappedText(limits.output_bytes)
@@ -144,7 +145,8 @@ def run_user_file(path: str, limits: JobLimits) -> tuple[dict[str, Any], str]:
         with captured_stdout(sink):
             namespace = runpy.run_path(path, run_name="__irscope_user__")
     except SystemExit as e:
-        raise UserError("UserCodeError", f"the program called exit({e.code}) before defining its model", None)
+        raise UserError(ErrorKind.UserCodeError, f"the program called exit({e.code}) before defining its model",
+                        None) from None
     except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
         if isinstance(e, KeyboardInterrupt):
             raise
@@ -157,7 +159,7 @@ def run_user_file(path: str, limits: JobLimits) -> tuple[dict[str, Any], str]:
 def run_source(ctx: JobContext, path: str) -> tuple[dict[str, Any], str]:
     """run_user_file, keeping what the program printed as `run.stdout` when it fails."""
     try:
-        return run_user_file(path, ctx.limits)
+        return run_user_file(path, ctx.settings)
     except UserError as e:
         if e.output:
             ctx.bundle.add("run.stdout", "Program output", "Run", "text", e.output)

@@ -143,6 +143,7 @@ with FakeTensorMode(allow_non_fake_inputs=True):
 
 def record_tritonparse(out: str) -> None:
     import gzip
+
     from compiler.triton.pipeline import EXAMPLE
     work = tempfile.mkdtemp(prefix="tritonparse-")
     _write(work, "kernels.py", EXAMPLE)
@@ -160,10 +161,10 @@ def record_tritonparse(out: str) -> None:
 
 def _xla_compile(language: str, source: str, work: str) -> tuple[dict, str]:
     """compiler/xla/child.py on one input, as the XLA pipeline runs it; (result, dump directory)."""
-    from compiler.pipeline import JobLimits
+    from compiler.model import JobSettings
     os.makedirs(work, exist_ok=True)
     job = {"language": language, "source": source, "options": {"devices": 8, "xla_options": {}},
-           "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": False, "limits": JobLimits().to_json()}
+           "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": False, "settings": JobSettings().to_json()}
     if language == "jax":
         job["user_file"] = os.path.join(work, "user_program.py")
         _write(work, "user_program.py", source)

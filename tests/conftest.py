@@ -15,6 +15,9 @@ import pytest
 
 from app import create_app
 
+# The browser tests' fixtures (one Chromium, a real server per module, the watched page).
+pytest_plugins = ["tests.browser"]
+
 try:
     import torch
     HAS_CUDA = torch.cuda.is_available()
@@ -82,17 +85,17 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewr
 @pytest.fixture(scope="session")
 def pytorch_toolchain_cache(tmp_path_factory) -> str:
     """Inductor's CPU ISA probes, built once per session by the real warm-up job in the real sandbox
-    (compiler/runner.warm_toolchain), as a server builds them at start-up. Apps that should start
+    (service/toolchain_cache.warm_toolchain), as a server builds them at start-up. Apps that should start
     warm get a copy (seed_toolchain_cache); apps that should start cold simply do not."""
-    from app import limits_from, settings
-    from compiler import runner
-    from compiler.toolchain import toolchain
+    from service import configure, job_process, settings
+    from service.toolchain import toolchain
+    from service.toolchain_cache import warm_toolchain
     values = settings.load({"data_dir": str(tmp_path_factory.mktemp("toolchain-warmup"))}, environ={})
-    config = runner.RunnerConfig(data_dir=values["data_dir"], workers=1, limits=limits_from(values),
-                                 use_bwrap=shutil.which("bwrap") is not None)
+    config = job_process.RunnerConfig(data_dir=values["data_dir"], workers=1, job=configure.job_settings(values),
+                                      use_bwrap=shutil.which("bwrap") is not None)
     versions = toolchain("pytorch")
-    assert runner.warm_toolchain(config, "pytorch", versions)
-    return runner.toolchain_cache_dir(config, "pytorch", versions)
+    assert warm_toolchain(config, "pytorch", versions)
+    return job_process.toolchain_cache_dir(config, "pytorch", versions)
 
 
 def seed_toolchain_cache(cache: str, data_dir: str) -> str:

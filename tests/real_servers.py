@@ -1,9 +1,12 @@
-"""Real Redis and PostgreSQL servers for the worker-tier tests and bench/load.py, each started in a
-temporary directory on a free loopback port (PostgreSQL as the non-root `postgres` user when run
-as root, as PostgreSQL requires), and stopped again. Nothing here fakes a server."""
+"""Real servers for the tests and the benchmarks, each a process of its own on a free loopback port:
+Redis and PostgreSQL for the worker tier (PostgreSQL as the non-root `postgres` user when run as
+root, as PostgreSQL requires), `irscope serve` (`Serve`) and the worker tier (`Tier`); and the
+HTTP client side every test and benchmark of a real server uses (`http`, `until`, `wait_job`).
+Nothing here fakes a server."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -11,8 +14,9 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 def free_port() -> int:
@@ -32,6 +36,46 @@ def wait_port(port: int, timeout: float = 30, proc: subprocess.Popen | None = No
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def http(base: str, path: str, body: dict | None = None, method: str | None = None, timeout: float = 30,
+         headers: dict | None = None) -> tuple[int, dict | str]:
+    """One request to a real server at `base` (http://host:port): its status and its body, parsed
+    as JSON when it is JSON. A body given is sent as JSON (POST)."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers=dict({"Content-Type": "application/json"} if data else {},
+                                                  **(headers or {})))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            status, raw = r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read().decode("utf-8", "replace")
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw
+
+
+def until(what, timeout: float = 90, every: float = 0.1, why: str = ""):
+    """Poll `what()` until it returns something truthy; its value. Waits for a condition, with a
+    bound, never for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout} s: {why}")
+
+
+def wait_job(base: str, job_id: str, timeout: float = 300, why: str = "") -> dict:
+    """The job's JSON once it is done or failed (GET /api/jobs/<id>)."""
+    def ended():
+        status, body = http(base, f"/api/jobs/{job_id}")
+        assert status == 200, body
+        return body if body["status"] in ("done", "failed") else None
+    return until(ended, timeout, why=why or f"job {job_id} finished")
 
 
 def redis_binary() -> str | None:
@@ -141,6 +185,71 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IRSCOPE = os.path.join(ROOT, ".venv", "bin", "irscope")
 
 
+def _answered(base: str, proc: subprocess.Popen, timeout: float, log: str) -> None:
+    """Wait until the server answers a request (the master listens before its workers answer)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/api/languages", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"irscope serve did not start (exit status {proc.poll()}): "
+                                     + log[-3000:]) from None
+        time.sleep(0.05)
+
+
+@dataclass
+class Serve:
+    """`irscope serve` on a free port, as a user starts it: settings as IRSCOPE_* variables (the
+    caller's own IRSCOPE_* are not inherited), output in DATA_DIR/server.log."""
+
+    data_dir: str
+    settings: dict = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    port: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IRSCOPE_")}
+        env["IRSCOPE_DATA_DIR"] = self.data_dir
+        env.update({"IRSCOPE_" + k.upper(): str(v).lower() if isinstance(v, bool) else str(v)
+                    for k, v in self.settings.items()})
+        return env
+
+    def start(self, wait: bool = True, timeout: float = 60) -> "Serve":
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.port = self.port or free_port()
+        with open(os.path.join(self.data_dir, "server.log"), "ab") as log:
+            self.proc = subprocess.Popen([IRSCOPE, "serve", "--port", str(self.port), *self.args], env=self.env(),
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+        if wait:
+            _answered(self.base, self.proc, timeout, self.log())
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(timeout=30)
+        self.proc = None
+
+    def log(self) -> str:
+        try:
+            with open(os.path.join(self.data_dir, "server.log"), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
 @dataclass
 class Tier:
     """`irscope serve` and `irscope worker` processes sharing one broker and one store, as the
@@ -162,6 +271,10 @@ class Tier:
         env.update(extra)
         return env
 
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
     def _log(self, name: str):
         return open(os.path.join(self.data_dir, name + ".log"), "ab")
 
@@ -169,18 +282,7 @@ class Tier:
         self.web_port = port or self.web_port or free_port()
         self.web = subprocess.Popen([IRSCOPE, "serve", "--port", str(self.web_port)], env=self.env(),
                                     stdout=self._log("web"), stderr=subprocess.STDOUT, start_new_session=True)
-        wait_port(self.web_port, timeout=60, proc=self.web)
-        # The master listens before its worker processes answer: wait for an answer.
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/api/targets", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                if time.monotonic() > deadline or self.web.poll() is not None:
-                    raise
-            time.sleep(0.05)
+        _answered(f"http://127.0.0.1:{self.web_port}", self.web, 60, self.log("web"))
 
     def stop_web(self, sig: int = 15) -> None:
         if self.web is not None and self.web.poll() is None:

@@ -2,226 +2,42 @@
 process, every page served under a strict Content-Security-Policy (no 'unsafe-inline', no
 'unsafe-eval'), every console error and CSP violation failing the test that caused it.
 
-One server and one browser serve the whole module; each language's example is compiled once (the
-first test that needs it pays, the store answers every later request for it from its cache).
-Nothing here waits a fixed time: every wait is for something the page shows.
+One server serves the whole module (tests/browser.py has the fixtures and helpers); each language's
+example is compiled once (the first test that needs it pays, the store answers every later request
+for it from its cache). Nothing here waits a fixed time: every wait is for something the page shows.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from urllib.parse import quote
 
 import pytest
 
 from compiler import registry
 from compiler.model import Request, Stage
-from compiler.store import Store
-from tests.conftest import needs_bwrap
+from service.store import Store
+from tests.browser import (
+    BROWSER_MARKS,
+    COMPILED,
+    CSP,
+    DRAWN_FORMATS,
+    JOB_TIMEOUT_MS,
+    LANGUAGES,
+    compile_in_page,
+    editor_text,
+    mark_no_reload,
+    open_stage,
+    raw_stage,
+    set_editor,
+    status,
+    still_same_document,
+    tab_keys,
+    wait_finished,
+)
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
-LANGUAGES = ("pytorch", "triton", "hlo", "stablehlo", "jax")
-JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
-# Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
-DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile", "guards"}  # drawn as SVG or tables, not as lines
+pytestmark = BROWSER_MARKS
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - the test extra pins it; say so instead of failing to collect
-    sync_playwright = None
-
-pytestmark = [
-    needs_bwrap, pytest.mark.slow, pytest.mark.browser,
-    pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed "
-                                                       "(pip install -r requirements.lock)"),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}: install Debian's "
-                                                            "`chromium` package (./run.sh does, as root)"),
-]
-
-
-# --- one server, one browser -------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server_data(tmp_path_factory):
-    """The server's data directory (its SQLite store is shared with the tests that write to it)."""
-    return tmp_path_factory.mktemp("browser-data")
-
-
-@pytest.fixture(scope="module")
-def server(server_data):
-    port = _free_port()
-    data = server_data
-    env = dict(os.environ, IRSCOPE_DATA_DIR=str(data), IRSCOPE_LANGUAGES=",".join(LANGUAGES),
-               IRSCOPE_WORKERS="2", IRSCOPE_SPARE_WORKERS="0", IRSCOPE_WARM_TOOLCHAIN_CACHE="false",
-               IRSCOPE_POLL_INTERVAL_MS="250")
-    irscope = os.path.join(os.path.dirname(sys.executable), "irscope")
-    log = open(data / "server.log", "w")
-    proc = subprocess.Popen([irscope, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(base + "/api/languages", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("irscope serve did not start: " + (data / "server.log").read_text()[-2000:])
-            time.sleep(0.1)  # polling a port that is not open yet; no result depends on this
-    yield base
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    """Where the screenshots go (the test's temporary directory)."""
-    return tmp_path_factory.mktemp("screenshots")
-
-
-class Watched:
-    """A page and everything that went wrong in it: console errors, uncaught exceptions, CSP
-    violations (reported by the page's own securitypolicyviolation events)."""
-
-    def __init__(self, page):
-        self.page = page
-        self.errors: list[str] = []
-        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
-
-    def problems(self) -> list[str]:
-        violations = self.page.evaluate("() => window.__cspViolations || []")
-        return self.errors + [f"CSP violation: {v}" for v in violations]
-
-
-_RECORD_CSP = """
-window.__cspViolations = [];
-document.addEventListener("securitypolicyviolation", function (e) {
-  window.__cspViolations.push(e.violatedDirective + " blocked " + (e.blockedURI || "inline") + " at " +
-                              e.sourceFile + ":" + e.lineNumber);
-});
-"""
-
-
-@pytest.fixture
-def watched(browser, server):
-    context = browser.new_context(base_url=server, viewport={"width": 1400, "height": 900})
-
-    def with_csp(route):
-        # The policy the page must work under, whatever headers the server sets itself.
-        # Only GET documents are re-fetched: Playwright's fetch drops the file parts of a multipart
-        # POST (the import form), and a POST's answer is a redirect to a GET that gets the policy.
-        if route.request.resource_type != "document" or route.request.method != "GET":
-            route.continue_()
-            return
-        # Redirects go back to the browser (it follows them, through this route, to the address
-        # a user would see), instead of being followed here behind the first address.
-        response = route.fetch(max_redirects=0)
-        headers = dict(response.headers, **{"content-security-policy": CSP})
-        route.fulfill(response=response, headers=headers)
-
-    context.route("**/*", with_csp)
-    context.add_init_script(_RECORD_CSP)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    w = Watched(page)
-    yield w
-    problems = w.problems() if not page.is_closed() else w.errors
-    context.close()
-    assert problems == [], problems
-
-
-# --- helpers -------------------------------------------------------------------------------------
-def editor_text(page) -> str:
-    return page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getValue()")
-
-
-def set_editor(page, text: str) -> None:
-    page.evaluate("(t) => document.querySelector('.CodeMirror').CodeMirror.setValue(t)", text)
-
-
-def status(page) -> str:
-    return page.get_attribute("#results .status .state", "data-status")
-
-
-def wait_finished(page) -> str:
-    page.wait_for_selector("#results .status .state[data-status=done], #results .status .state[data-status=failed]",
-                           timeout=JOB_TIMEOUT_MS)
-    return status(page)
-
-
-def tab_keys(page) -> list[str]:
-    """Every stage the tab bar offers, tabs and list entries alike, in order."""
-    return page.evaluate("""() => Array.from(document.querySelectorAll(
-        '#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=""])'))
-        .map(e => e.dataset.key || e.value)""")
-
-
-_compiled: set[tuple[str, str]] = set()  # (language, source) this module's server has compiled
-
-
-def mark_no_reload(page) -> None:
-    page.evaluate("() => { window.__sameDocument = true; }")
-
-
-def still_same_document(page) -> bool:
-    return page.evaluate("() => window.__sameDocument === true")
-
-
-def compile_in_page(page, language: str, source: str | None = None) -> str:
-    """Open the IDE for `language`, press Compile, wait for the job to end without a reload;
-    returns the job id (from the URL the page pushed)."""
-    page.goto(f"/?language={language}")
-    if source is not None:
-        set_editor(page, source)
-    _compiled.add((language, editor_text(page)))
-    mark_no_reload(page)
-    page.click("#compile")
-    assert wait_finished(page) in ("done", "failed")
-    assert still_same_document(page), "the page was reloaded"
-    return page.get_attribute("#job-bar", "data-job")
-
-
-def open_stage(page, key: str, pane: str = "#pane") -> None:
-    """Open one stage from the tab bar (its tab, or its entry in a group's list) and wait for it."""
-    tab = page.locator(f'#results .stage-tabs [role=tab][data-key="{key}"]')
-    if tab.count():
-        tab.click()
-    else:
-        select = page.locator(f'#results .stage-tabs .stage-select:has(option[value="{key}"])')
-        select.select_option(key)
-    page.wait_for_selector(f'{pane} .artifact[data-key="{key}"]')
-
-
-def raw_stage(page, job_id: str, key: str) -> dict:
-    response = page.request.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}?format=json")
-    assert response.ok, key
-    return response.json()
-
-
-# --- tests -----------------------------------------------------------------------------------------
 _WATCH_STREAM = """() => {
   window.__stream = {events: []};
   const t0 = performance.now();
@@ -254,9 +70,9 @@ def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
     # The example, unless this server compiled it already (then the store would answer at once):
     # run first, this test pays the example's one real compile for the whole module.
     source = registry.get("pytorch").example
-    if ("pytorch", source) in _compiled:
+    if ("pytorch", source) in COMPILED:
         source += f"\n# streamed in the browser test at {time.time_ns()}\n"
-    _compiled.add(("pytorch", source))
+    COMPILED.add(("pytorch", source))
     page.goto("/?language=pytorch")
     set_editor(page, source)
     mark_no_reload(page)
@@ -334,8 +150,9 @@ def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
     page.wait_for_selector('#pane .artifact[data-key="kernel.k03"]')
     _add_stage(store, job, 15, "kernel.k12", "Kernels")
     page.wait_for_selector(f"#grp-{job}-kernels-list")
-    assert page.evaluate("() => document.activeElement.matches('.stage-select') && document.activeElement.value") \
-        == "kernel.k03"
+    # the focus moves to the list once htmx has settled the swap (a moment after the list appears)
+    page.wait_for_function("() => document.activeElement.matches('.stage-select') && "
+                           "document.activeElement.value === 'kernel.k03'", timeout=5000)
     _add_stage(store, job, 16, "kernel.k13", "Kernels")
     page.wait_for_selector(f'#grp-{job}-kernels-list option[value="kernel.k13"]', state="attached")
     assert page.inner_text(f"#grp-{job}-kernels-count") == "14"
@@ -349,7 +166,8 @@ def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
     assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
     assert still_same_document(page)
     keys = tab_keys(page)
-    assert keys == ["source", "dynamo.graph:0", "dynamo.graph:1"] + [f"kernel.k{n:02d}" for n in range(14)] + ["timings"]
+    kernels = [f"kernel.k{n:02d}" for n in range(14)]
+    assert keys == ["source", "dynamo.graph:0", "dynamo.graph:1", *kernels, "timings"]
     page.reload()
     assert tab_keys(page) == keys
     store.finish_job(ahead, None, {})
@@ -376,7 +194,7 @@ def test_example_compiles_and_shows_stages_without_reload(watched, language, sho
     page = watched.page
     page.goto(f"/?language={language}")
     assert editor_text(page) == registry.get(language).example
-    _compiled.add((language, registry.get(language).example))
+    COMPILED.add((language, registry.get(language).example))
     mark_no_reload(page)
     page.click("#compile")
     page.wait_for_selector("#results .status .state")  # the job bar replaced the hint
@@ -521,7 +339,8 @@ def test_failing_job_marks_its_error_line_in_the_editor(watched):
     box = page.inner_text("#results .error-box")
     assert "SyntaxError" in box and f"at line {line}" in box
     info = page.evaluate("(n) => { const i = document.querySelector('.CodeMirror').CodeMirror.lineInfo(n);"
-                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers || {})['error-gutter']}; }", line - 1)
+                         " return {bg: i.bgClass || '', gutter: !!(i.gutterMarkers || {})['error-gutter']}; }",
+                         line - 1)
     assert "error-line" in info["bg"] and info["gutter"]
     marked = page.evaluate("() => { const cm = document.querySelector('.CodeMirror').CodeMirror; const out = [];"
                            " for (let l = 0; l < cm.lineCount(); l++) {"

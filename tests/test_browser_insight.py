@@ -1,20 +1,17 @@
 """The teaching and debugging views in a real browser (Debian's Chromium through Playwright, a real
 `irscope serve`, the strict Content-Security-Policy; any console error or CSP violation fails the
 test): IR-to-IR hover between TTGIR and PTX, the guard view of a recompile, an imported TORCH_TRACE
-archive, and the XLA memory chart's peak. One server for the module (tests/test_browser.py's
-fixtures), separate from that module's so each module pays its own compiles."""
+archive, and the XLA memory chart's peak. One server for the module (tests/browser.py's fixtures),
+separate from the other modules' so each module pays its own compiles."""
 from __future__ import annotations
 
 import json
 import os
 import re
 
-import pytest
+from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, status, tab_keys, wait_finished
 
-from tests.test_browser import (  # noqa: F401 - fixtures, used by name
-    browser, compile_in_page, open_stage, raw_stage, server, server_data, shots, status, tab_keys,
-    wait_finished, watched)
-from tests.test_browser import pytestmark  # noqa: F401 - the same skips and marks
+pytestmark = BROWSER_MARKS
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "imports")
 

@@ -5,11 +5,10 @@ embed mode, and source links that are not shown by colour alone.
 
 The server is a real `irscope serve` on the store the session's `lesson_jobs` fixture compiled every
 lesson into, so opening a lesson is answered from the store; the compiles are checked in
-tests/test_examples.py, the pages here. The browser, page and CSP fixtures are tests/test_browser.py's.
+tests/test_examples.py, the pages here. The browser, page and CSP fixtures are tests/browser.py's.
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from urllib.parse import quote
@@ -17,23 +16,16 @@ from urllib.parse import quote
 import pytest
 
 from app import lessons
-from tests.test_browser import (CHROMIUM, CHROMIUM_FLAGS, browser, server, shots, sync_playwright,  # noqa: F401
-                                watched)
-from tests.conftest import needs_bwrap
+from tests.browser import BROWSER_MARKS
 
 LESSONS = lessons.load()
 
-pytestmark = [
-    needs_bwrap, pytest.mark.slow, pytest.mark.browser,
-    pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed"),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}"),
-]
-assert CHROMIUM_FLAGS  # the launch flags are test_browser.py's
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
 def server_data(lesson_jobs):
-    """test_browser.py's `server` fixture serves this directory: the lessons' store."""
+    """tests/browser.py's `server` fixture serves this directory: the lessons' store."""
     return Path(lesson_jobs.data_dir)
 
 
@@ -113,9 +105,9 @@ def test_stage_and_line_permalink_scrolls_to_and_marks_the_line(watched):
     shared = page.input_value("#share-url")
     assert shared.endswith(f"#stage={quote(key, safe='')}&line=3"), shared
     # a lesson note's link opens the stage it names
-    page.goto(f"/examples/graph-break")
+    page.goto("/examples/graph-break")
     wait_open(page, "dynamo.graph_breaks")
-    page.click(f'#results [role=tab][data-key="source"]')
+    page.click('#results [role=tab][data-key="source"]')
     wait_open(page, "source")
     page.click(".lesson-note a.lesson-stage")
     wait_open(page, "dynamo.graph_breaks")

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-from app import settings
+from service import settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,64 +44,37 @@ def test_api_doc_lists_every_route_and_only_those(app):
     assert documented == served, {"undocumented": served - documented, "not served": documented - served}
 
 
-_KIND_CALLS = {"UserError": 0, "JobError": 0, "ChildError": 0, "_error": 2}
-
-
-def _values(expr: ast.expr, assigned: dict[str, set[str]]) -> set[str]:
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return {expr.value}
-    if isinstance(expr, ast.IfExp):
-        return _values(expr.body, assigned) | _values(expr.orelse, assigned)
-    if isinstance(expr, ast.Name):
-        return assigned.get(expr.id, set())
-    return set()
-
-
-def emitted_error_kinds() -> set[str]:
-    """Every error kind the code can give: the kind argument of UserError, JobError, ChildError
-    and the API's _error (constants, conditional constants, local names bound to them, parameter
-    defaults), the runner's limit kinds, and the PyTorch pipeline's kind classifier."""
-    kinds: set[str] = set()
-    for path, text in _sources("compiler", "app").items():
-        tree = ast.parse(text)
-        assigned: dict[str, set[str]] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                assigned.setdefault(node.targets[0].id, set()).update(_values(node.value, {}))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                args = node.args.args[len(node.args.args) - len(node.args.defaults):]
-                for arg, default in zip(args, node.args.defaults):
-                    if arg.arg == "kind":
-                        assigned.setdefault("kind", set()).update(_values(default, {}))
-                if node.name == "_error_kind":
-                    kinds |= {v for r in ast.walk(node) if isinstance(r, ast.Return) and r.value
-                              for v in _values(r.value, {})}
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LIMIT_KINDS"
-                                                    for t in node.targets):
-                kinds |= {v.value for v in node.value.values}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _KIND_CALLS:
-                index = _KIND_CALLS[node.func.id]
-                arg = node.args[index] if len(node.args) > index else next(
-                    (k.value for k in node.keywords if k.arg == "kind"), None)
-                if arg is None and node.func.id == "_error":
-                    kinds.add("RequestError")  # _error's default kind
-                elif arg is not None:
-                    kinds |= _values(arg, assigned)
-    return kinds
-
-
 def test_api_doc_lists_every_error_kind_and_only_those():
+    """The kinds are the enum's (compiler/errors.py), and every job error and refusal is made with
+    one of them (JobError and Refused check their kind)."""
+    from compiler.errors import ErrorKind
     doc = _read("docs/api.md")
-    documented = set(re.findall(r"`([A-Z][A-Za-z]*(?:Error|Limit|Timeout|Crashed|Found|Unavailable|Full|Limited))`", doc))
-    emitted = emitted_error_kinds()
-    assert {"CompileTimeout", "NotFound", "WorkerCrashed", "MemoryLimit", "SandboxUnavailable"} <= emitted
-    assert documented == emitted, {"undocumented": emitted - documented, "never emitted": documented - emitted}
+    kinds = {str(kind) for kind in ErrorKind}
+    documented = set(re.findall(r"`([A-Z][A-Za-z]*(?:Error|Limit|Timeout|Crashed|Found|Unavailable|Full|Limited|"
+                                r"Large))`", doc))
+    assert documented == kinds, {"undocumented": kinds - documented, "not a kind": documented - kinds}
+
+
+def test_no_error_kind_is_a_free_string():
+    """Errors are made with ErrorKind members, never a string literal (a typo would be a new kind)."""
+    from compiler.errors import ErrorKind
+    names = {str(kind) for kind in ErrorKind}
+    found = []
+    for path, text in _sources("compiler", "service", "app").items():
+        if path == os.path.join("compiler", "errors.py"):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                if name in ("UserError", "JobError", "ChildError", "Refused") and node.args and \
+                        isinstance(node.args[0], ast.Constant) and node.args[0].value in names:
+                    found.append(f"{path}:{node.lineno} {name}({node.args[0].value!r})")
+    assert found == []
 
 
 def test_messages_name_real_settings():
     named = {}
-    for path, text in _sources("compiler", "app").items():
+    for path, text in _sources("compiler", "service", "app").items():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for name in re.findall(r"\(setting (\w+)\)", node.value):
@@ -111,12 +84,28 @@ def test_messages_name_real_settings():
 
 
 def test_architecture_doc_maps_every_module():
+    """docs/architecture.md names every module of every layer, and only modules that exist."""
     doc = _read("docs/architecture.md")
-    modules = {p for p in _sources("compiler") if not p.endswith("__init__.py")}
-    missing = sorted(p for p in modules if p not in doc and p.replace(".py", "") not in doc)
+    modules = {p for p in _sources("irscope", "app", "service", "compiler", "viewers")
+               if not p.endswith("__init__.py") or p.count(os.sep) == 1}
+    missing = sorted(p for p in modules if p not in doc and p.replace(".py", "") not in doc
+                     and p.replace(os.sep + "__init__.py", "/") not in doc)
     assert missing == []
-    for mentioned in set(re.findall(r"\b((?:compiler|app|viewers|tests|scripts|bench)/[\w/]+\.py)\b", doc)):
+    for mentioned in set(re.findall(r"\b((?:compiler|service|app|viewers|irscope|tests|scripts|bench)/[\w/]+\.py)\b",
+                                    doc)):
         assert os.path.exists(os.path.join(ROOT, mentioned)), mentioned
+
+
+def test_every_file_the_readme_and_docs_link_exists():
+    """A link to a file of the repository (screenshots, docs, examples) points at one that is there."""
+    for doc in ["README.md", *(os.path.join("docs", n) for n in os.listdir(os.path.join(ROOT, "docs"))
+                               if n.endswith(".md"))]:
+        text = _read(doc)
+        base = os.path.dirname(os.path.join(ROOT, doc))
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert os.path.exists(os.path.normpath(os.path.join(base, target))), (doc, target)
 
 
 def test_pygments_css_is_generated():

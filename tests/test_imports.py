@@ -15,8 +15,8 @@ import pytest
 
 from compiler.imports import archive
 from compiler.imports.pipeline import ImportPipeline, describe_upload, upload_of
-from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, JobLimits, UserError
+from compiler.model import JobSettings, Request
+from compiler.pipeline import Bundle, JobContext, UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "imports")
@@ -34,7 +34,8 @@ def tar_bytes(members: list[tuple[tarfile.TarInfo, bytes | None]], mode: str = "
     return buffer.getvalue()
 
 
-def member(name: str, data: bytes = b"x", kind: bytes = tarfile.REGTYPE, link: str = "") -> tuple[tarfile.TarInfo, bytes | None]:
+def member(name: str, data: bytes = b"x", kind: bytes = tarfile.REGTYPE,
+           link: str = "") -> tuple[tarfile.TarInfo, bytes | None]:
     info = tarfile.TarInfo(name)
     info.type = kind
     info.linkname = link
@@ -138,7 +139,7 @@ def test_an_import_request_names_its_upload():
 
 # --- reading each kind of log, in this process ------------------------------------------------
 
-def run_import(tmp_path, data: bytes, name: str, kind: str = "auto", limits: JobLimits = JobLimits()):
+def run_import(tmp_path, data: bytes, name: str, kind: str = "auto", limits: JobSettings = JobSettings()):
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     (inputs / "archive").write_bytes(data)
@@ -147,7 +148,7 @@ def run_import(tmp_path, data: bytes, name: str, kind: str = "auto", limits: Job
     bundle = Bundle(str(tmp_path / "out"))
     source = describe_upload(name, "0" * 64, len(data))
     ImportPipeline().run(Request("import", source, {"kind": kind}),
-                         JobContext(workdir=str(work), bundle=bundle, limits=limits, inputs_dir=str(inputs)))
+                         JobContext(workdir=str(work), bundle=bundle, settings=limits, inputs_dir=str(inputs)))
     stages = {s.key: s for s in bundle.manifest.stages}
 
     def text(key: str) -> str:
@@ -183,7 +184,8 @@ def test_a_torch_trace_made_for_a_gpu_says_so(tmp_path):
     with open(fixture_path("layernorm_sm90.torch_trace.tar.gz"), "rb") as f:
         bundle, stages, text = run_import(tmp_path, f.read(), "layernorm.tar.gz", kind="torch_trace")
     assert {"aot.forward_graph:export", "inductor.post_grad_graph:export"} <= set(stages)
-    assert "torch.ops.aten.relu" in text("inductor.post_grad_graph:export") and "cuda:0" in text("inductor.post_grad_graph:export")
+    post_grad = text("inductor.post_grad_graph:export")
+    assert "torch.ops.aten.relu" in post_grad and "cuda:0" in post_grad
     origin = json.loads(text("import.origin"))
     assert origin["device"].startswith("a CUDA GPU") and origin["made_by"].startswith("torch")
 
@@ -197,7 +199,7 @@ def test_an_upload_of_nothing_known_says_what_it_holds(tmp_path):
 def test_the_job_limits_reach_the_unpacking(tmp_path):
     data = tar_bytes([member(f"t/{n}.log") for n in range(5)])
     with pytest.raises(UserError, match="more than 3 members"):
-        run_import(tmp_path, data, "t.tar.gz", limits=JobLimits(import_files=3))
+        run_import(tmp_path, data, "t.tar.gz", limits=JobSettings(import_max_files=3))
 
 
 def test_an_xla_dump_gives_the_pass_memory_and_kernel_stages_of_a_live_xla_job(tmp_path):
@@ -365,12 +367,15 @@ def test_uploads_are_checked_by_the_web_process(server_app):
     assert pasted.status_code == 400 and "unknown language 'import'" in pasted.get_json()["error"]["message"]
     # even where a server lists `import` among its languages, a pasted import request is refused
     import dataclasses
-    from compiler.jobs import Jobs, RequestError
+
+    from service.jobs import Jobs, RequestError
     svc = server_app.extensions["irscope"]
     listing = Jobs(svc.store, svc.runner, dataclasses.replace(svc.jobs.config, languages=("fake", "import")))
     with pytest.raises(RequestError, match="made by uploading a file"):
         listing.parse({"language": "import", "source": describe_upload("x", "ab" * 32, 1), "options": {}})
     page = client.get("/import")
-    assert page.status_code == 200 and b'id="import-form"' in page.data and b'enctype="multipart/form-data"' in page.data
-    refused = client.post("/import", data={"archive": (io.BytesIO(b""), "empty.zip")}, content_type="multipart/form-data")
+    assert page.status_code == 200 and b'id="import-form"' in page.data
+    assert b'enctype="multipart/form-data"' in page.data
+    refused = client.post("/import", data={"archive": (io.BytesIO(b""), "empty.zip")},
+                          content_type="multipart/form-data")
     assert refused.status_code == 400 and b"the file is empty" in refused.data

@@ -14,8 +14,9 @@ import pytest
 
 import viewers
 from compiler import formats, mlir_text
-from compiler.bundle_reader import BundleCaps, BundleRuleError, parse_manifest
+from compiler.model import JobSettings
 from compiler.triton import gpu_lines
+from service.bundle_reader import BundleRuleError, parse_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "triton")
@@ -181,9 +182,9 @@ def _manifest(ir_locations) -> bytes:
 ])
 def test_the_runner_refuses_malformed_ir_locations(bad, phrase):
     with pytest.raises(BundleRuleError, match=re.escape(phrase)):
-        parse_manifest(_manifest(bad), BundleCaps())
+        parse_manifest(_manifest(bad), JobSettings())
     good = msgspec.to_builtins(formats.ir_locations({3: [(("/k.py", 1, 2),)]}, "x"))
-    assert parse_manifest(_manifest(good), BundleCaps()).stages[0].meta["ir_locations"] == good
+    assert parse_manifest(_manifest(good), JobSettings()).stages[0].meta["ir_locations"] == good
 
 
 def test_viewer_marks_each_line_with_its_chains():

@@ -1,40 +1,34 @@
-"""The house rules of the code layout (docs/architecture.md), read from the source itself:
+"""The house rules of the code layout (docs/architecture.md), read from the source itself.
 
-- imports run one way: service -> compilers' pipelines (by name only, through the registry) ->
-  compilers' libraries -> shared modules; no pipeline imports another pipeline, nothing in
-  compiler/ imports the web side, and the web side imports no compiler package;
-- only the worker's context builder reads irscope's IRSCOPE_* variables inside compiler/.
+The layers, each a package, import downward only:
+
+    irscope (the command) -> app (routes) -> service (running jobs) -> compiler (contracts, shared
+    tools, one package per compiler) ; viewers (markup) know only compiler.formats
+
+- compiler/ imports nothing of the service, the web side or the command; a compiler package
+  imports the shared modules, its own modules and other packages' libraries, never a pipeline
+  (the registry names pipelines by string);
+- the service imports no compiler package (only the contracts, and the registry by key);
+- the web side imports no compiler package, and nothing of the sandbox, cgroups, job directories
+  or job processes;
+- no module-level import cycle anywhere;
+- only the job process's context builder reads irscope's IRSCOPE_* variables inside compiler/,
+  and none of them carries a job's setting or limit.
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPILER_PACKAGES = ("pytorch", "triton", "xla", "fake", "imports")
-
-# The service and the modules every compiler package may use, by rank: a module imports only
-# modules of a lower rank (so nothing runs upward and there is no cycle).
-RANKS = {
-    "compiler": 0, "compiler.model": 0, "compiler.formats": 0, "compiler.mlir_text": 0, "compiler.cgroups": 0,
-    "compiler.targets": 0, "compiler.targets.xla_gpu": 0,
-    "compiler.targets.host_devices": 0, "compiler.stage_text": 0, "compiler.migrations": 0,
-    "compiler.migrations.env": 0, "compiler.migrations.versions.0001_initial": 0,
-    "compiler.migrations.versions.0002_worker_tier": 1,
-    "compiler.migrations.versions.0003_uploads_comparisons": 0, "compiler.routing": 1,
-    "compiler.pipeline": 1, "compiler.store": 1, "compiler.targets.virtual_gpu": 1, "compiler.sandbox": 1,
-    "compiler.bundle_reader": 1,
-    "compiler.user_code": 2, "compiler.graph_drawing": 2, "compiler.job_dir": 2,
-    "compiler.registry": 3,
-    "compiler.toolchain": 4,
-    "compiler.runner": 5, "compiler.worker": 5, "compiler.celery_runner": 5,
-    "compiler.jobs": 6, "compiler.worker_tier": 6,
-}
-# What a compiler package may import from the rest of compiler/: the shared modules below it.
-SHARED = {"compiler.model", "compiler.formats", "compiler.mlir_text", "compiler.targets", "compiler.pipeline",
-          "compiler.targets.virtual_gpu", "compiler.targets.xla_gpu", "compiler.graph_drawing", "compiler.user_code"}
+TOPS = ("irscope", "app", "service", "compiler", "viewers")
+# What the web side may not reach: the host side of running jobs.
+HOST_SIDE = ("service.sandbox", "service.cgroups", "service.job_dir", "service.job_process", "service.spares",
+             "service.runner", "service.toolchain_cache")
 
 
 def _modules(top: str) -> dict[str, str]:
@@ -52,7 +46,7 @@ def _modules(top: str) -> dict[str, str]:
     return out
 
 
-ALL = {**_modules("compiler"), **_modules("app"), **_modules("viewers")}
+ALL = {name: path for top in TOPS for name, path in _modules(top).items()}
 
 
 def _resolve(name: str) -> str:
@@ -62,12 +56,14 @@ def _resolve(name: str) -> str:
     return name
 
 
-def _imports(path: str, module: str) -> set[str]:
-    """Every module `path` imports anywhere (function-level imports included): `from a import b`
-    counts as importing a.b when that is a module, else as importing a."""
+def _imports(path: str, module: str, top_level_only: bool = False) -> set[str]:
+    """Every module `path` imports (function-level imports included unless `top_level_only`):
+    `from a import b` counts as importing a.b when that is a module, else as importing a."""
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))] if top_level_only \
+        else list(ast.walk(tree))
     found = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found |= {_resolve(a.name) for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -81,30 +77,30 @@ def _imports(path: str, module: str) -> set[str]:
 
 
 def _package(module: str) -> str | None:
+    """The compiler package a module belongs to (pytorch, triton, ...), or None."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == "compiler" and parts[1] in COMPILER_PACKAGES else None
 
 
 def _violations(module: str, path: str) -> list[str]:
     out = []
-    own = _package(module)
+    top, own = module.split(".")[0], _package(module)
     for imported in sorted(_imports(path, module)):
-        top = imported.split(".")[0]
-        other = _package(imported)
-        if module.startswith("compiler") and top in ("app", "viewers", "flask"):
-            out.append(f"{module} imports {imported}: compiler/ never imports the web side")
-        elif module.startswith(("app", "viewers")) and other:
-            out.append(f"{module} imports {imported}: the web side reaches compilers through the registry only")
-        elif module.startswith("viewers") and top == "compiler" and imported != "compiler.formats":
-            out.append(f"{module} imports {imported}: viewers know the stage formats, nothing else of compiler/")
+        other_top, other = imported.split(".")[0], _package(imported)
+        if top == "compiler" and other_top in ("service", "app", "viewers", "irscope", "flask"):
+            out.append(f"{module} imports {imported}: compiler/ never imports the service, the web side or the command")
+        elif top == "service" and other_top in ("app", "viewers", "irscope", "flask"):
+            out.append(f"{module} imports {imported}: the service never imports the web side or the command")
+        elif top in ("service", "app", "viewers") and other:
+            out.append(f"{module} imports {imported}: outside compiler/, compilers are reached through the registry")
+        elif top == "viewers" and other_top in ("compiler", "service") and imported != "compiler.formats":
+            out.append(f"{module} imports {imported}: viewers know the stage formats, nothing else")
+        elif top == "app" and (imported in HOST_SIDE or other_top == "irscope"):
+            out.append(f"{module} imports {imported}: the web side routes; running jobs on this host is the service's")
         elif other and imported.endswith(".pipeline") and imported != module:
             out.append(f"{module} imports {imported}: a pipeline is imported by nothing (the registry names it)")
-        elif own and top == "compiler" and not other and imported not in SHARED:
-            out.append(f"{module} imports {imported}: a compiler package imports only shared modules")
-        elif not own and module.startswith("compiler") and other:
-            out.append(f"{module} imports {imported}: the service names compilers through the registry only")
-        elif not own and module in RANKS and imported in RANKS and RANKS[imported] >= RANKS[module]:
-            out.append(f"{module} imports {imported}: upward (rank {RANKS[imported]} >= {RANKS[module]})")
+        elif top == "compiler" and not own and other:
+            out.append(f"{module} imports {imported}: a shared module of compiler/ imports no compiler package")
     return out
 
 
@@ -113,35 +109,79 @@ def test_imports_run_one_way(module):
     assert _violations(module, ALL[module]) == []
 
 
-def test_every_service_module_has_a_rank():
-    service = {m for m in ALL if m.startswith("compiler") and not _package(m)}
-    assert service <= set(RANKS), sorted(service - set(RANKS))
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_level_import_cycle():
+    graph = {m: {i for i in _imports(p, m, top_level_only=True) if i in ALL} for m, p in ALL.items()}
+    assert _cycles(graph) == []
 
 
 def test_the_rules_catch_an_upward_import(tmp_path):
     """The checker itself: a library module importing its package's pipeline, a pipeline importing
-    another, the service importing a compiler, a shared module importing the service."""
+    another, the service importing a compiler, a shared module importing the service, the web side
+    reaching the sandbox; and the cycle finder finding a cycle."""
     cases = {
         "compiler.triton.capture": "from compiler.triton.pipeline import TritonPipeline",
         "compiler.pytorch.gpu_codegen": "from compiler.triton import pipeline",
         "compiler.pytorch.pipeline": "import compiler.xla.pipeline",
-        "compiler.jobs": "from compiler.xla import hlo_text",
-        "compiler.pipeline": "from compiler import runner",
-        "compiler.xla.child": "from compiler.worker import main",
+        "service.jobs": "from compiler.xla import hlo_text",
+        "compiler.pipeline": "from service import runner",
+        "compiler.xla.child": "from compiler.sandbox_entry import main\nfrom service.store import Store",
+        "compiler.registry": "from compiler.pytorch import trace",
         "viewers.mesh": "from compiler.xla.sharding import parse_sharding",
+        "app.ide": "from service import sandbox",
+        "service.store": "from app import services",
     }
     for module, line in cases.items():
         path = tmp_path / (module + ".py")
         path.write_text(line + "\n")
         assert _violations(module, str(path)), (module, line)
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 # --- IRSCOPE_* variables ------------------------------------------------------------------------
 
-# The runner writes the worker's environment and the sandbox sets the scratch directory: both may
-# name the variables (as keys they write); the worker's context builder is the one reader.
-WRITERS = {"compiler.runner", "compiler.sandbox"}
-READER = ("compiler.worker", "environment_settings")
+# The job process's environment is written by the service (job_process, the sandbox's scratch
+# directory, the toolchain warm-up's export): those may name the variables as keys they write; the
+# job process's context builder is the one reader.
+WRITERS = {"service.job_process", "service.sandbox", "service.toolchain_cache"}
+READER = ("compiler.sandbox_entry", "environment_settings")
+# What the environment may say: where the process is, never what the job may do.
+PROCESS_VARIABLES = {"IRSCOPE_WORKDIR", "IRSCOPE_SPARE_FOR", "IRSCOPE_TOOLCHAIN_CACHE",
+                     "IRSCOPE_EXPORT_TOOLCHAIN_CACHE"}
 
 
 def _irscope_names(path: str) -> list[tuple[ast.AST, str | None, bool]]:
@@ -168,20 +208,47 @@ def _irscope_names(path: str) -> list[tuple[ast.AST, str | None, bool]]:
     return out
 
 
-def test_only_the_workers_context_builder_reads_irscope_variables():
+def test_only_the_job_processs_context_builder_reads_irscope_variables():
     problems = []
     for module, path in ALL.items():
-        if not module.startswith("compiler"):
+        if not module.startswith(("compiler", "service")):
             continue
         for node, function, read in _irscope_names(path):
             where = f"{module}:{node.lineno} {node.value!r}"
             if (module, function) == READER:
+                assert node.value in PROCESS_VARIABLES, where
                 continue
             if module in WRITERS and not read:
                 continue
+            if module.startswith("service") and node.value not in PROCESS_VARIABLES:
+                continue  # the settings table's own variables, read by service/settings.py
             problems.append(where + (" is read" if read else " is named") + " outside "
                             + ".".join(READER))
     assert problems == []
+
+
+def test_no_job_setting_travels_in_the_job_processs_environment(tmp_path):
+    """A job's settings and limits reach the job process in its job file (model.JobSettings); its
+    environment names only where it is. Built as the runner builds it, for a job, a spare and the
+    toolchain warm-up, with a toolchain cache present."""
+    from compiler.model import JOB_FILE, JobFile, JobSettings, Request
+    from service import job_process
+    config = job_process.RunnerConfig(data_dir=str(tmp_path), workers=1, use_bwrap=True,
+                                      job=JobSettings(memory_limit_mb=1234, measure_s=0.25))
+    os.makedirs(job_process.toolchain_cache_dir(config, "fake", {}))
+    for extra in ({}, {"IRSCOPE_SPARE_FOR": "fake"}, {"IRSCOPE_EXPORT_TOOLCHAIN_CACHE": "/job/toolchain"}):
+        env, _ = job_process.environment(config, "fake", {}, **extra)
+        spec = job_process.spec(config, str(tmp_path), env, [])
+        irscope = {k for k in spec.env if k.startswith("IRSCOPE_")}
+        assert irscope <= PROCESS_VARIABLES and "IRSCOPE_TOOLCHAIN_CACHE" in irscope, irscope
+        assert not any(v in ("1234", "0.25") for v in spec.env.values())
+    job_process.write_job_file(str(tmp_path), Request("fake", "x = 1", {}), {"irscope": "0"}, config.job)
+    job = JobFile.from_json(__import__("json").load(open(tmp_path / JOB_FILE)))
+    assert job.settings == config.job and job.settings.memory_limit_mb == 1234
+    every = {f.name for f in dataclasses.fields(JobSettings)}
+    from service import settings
+    assert every <= set(settings.BY_NAME), every - set(settings.BY_NAME)  # each field is a setting
+    assert all(settings.BY_NAME[name].default == getattr(JobSettings(), name) for name in every)
 
 
 def test_the_irscope_check_sees_reads(tmp_path):
@@ -213,8 +280,8 @@ def test_a_new_compiler_is_one_package_and_one_registry_line(tmp_path, monkeypat
     """A toy compiler: a package holding its pipeline, plus one register() line; the registry, the
     job parser (option schema) and a job context then serve it like any other compiler."""
     from compiler import registry
-    from compiler.jobs import Jobs, JobsConfig
     from compiler.pipeline import Bundle, JobContext
+    from service.jobs import Jobs, JobsConfig
     (tmp_path / "toy_compiler").mkdir()
     (tmp_path / "toy_compiler" / "__init__.py").write_text("")
     (tmp_path / "toy_compiler" / "pipeline.py").write_text(TOY_PIPELINE)

@@ -208,7 +208,8 @@ model = Net()
 example_inputs = (torch.randn(4, 8),)
 '''
 
-VIRTUAL_SM90 = "import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\nexample_inputs = (torch.randn(1024),)\n"
+VIRTUAL_SM90 = ("import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\n\n"
+                "example_inputs = (torch.randn(1024),)\n")
 SHAPE_ERROR = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n\n"
                "example_inputs = (torch.ones(2, 2),)\n")
 
@@ -288,7 +289,7 @@ def compiled(tmp_path_factory, pytorch_toolchain_cache):
     deadline = time.monotonic() + 600  # wait for a condition, with a bound: the spare's import and warm-up
     while time.monotonic() < deadline and not spares.ready("pytorch"):
         time.sleep(0.2)
-    spare = spares._spares["pytorch"][0][1]
+    spare = spares.waiting("pytorch")[0]
     assert spares.ready("pytorch") and _has_torch_loaded(spare.proc.pid), "the spare worker never got ready"
     client = app.test_client()
     ids = {}
@@ -297,12 +298,12 @@ def compiled(tmp_path_factory, pytorch_toolchain_cache):
         assert response.status_code in (200, 202), (name, response.get_json())
         ids[name] = response.get_json()["job"]
     yield Compiled(app, ids, cold_app, cold.get_json()["job"], spare)
-    waiting = [proc for _, proc in spares._spares.get("pytorch", [])]
+    waiting = spares.waiting("pytorch")
     app.extensions["irscope"].runner.shutdown()
     cold_app.extensions["irscope"].runner.shutdown()
     assert not any(proc.alive() for proc in waiting), "shutdown left a spare worker running"
     spares.fill("pytorch")  # as a job ending after the shutdown would
-    assert not spares._spares, "a spare was started after the shutdown"
+    assert spares.closed, "a spare was started after the shutdown"
 
 
 # Run outside the sandbox, in a process of its own: Inductor compiles a kernel with the toolchain
@@ -553,7 +554,8 @@ def test_toolchain_cache_seeds_probes_and_the_precompiled_header_without_changin
 _VARIES = ((re.compile(r"(___check_(?:obj|type)_id\(.*?), \d+\)"), r"\1, <id>)"),
            (re.compile(r"# graph id: \d+"), "# graph id: <id>"),
            (re.compile(r" at 0x[0-9a-f]+>"), " at <address>>"),
-           (re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"), r"\1_<uuid>"),
+           (re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"),
+            r"\1_<uuid>"),
            (re.compile(r"Guard latency = [0-9.]+ us"), "Guard latency = <measured> us"),
            (re.compile(r'"latency_us": ?[0-9.]+'), '"latency_us": <measured>'))
 # Not compile stages: a profile of one timed call, and the worker's own log (timestamps).
@@ -605,9 +607,9 @@ def test_pre_started_worker_is_used_once_and_replaced(compiled):
     FileCheck().check_regex("linalg[._]solve").check("relu").run(compiled.text("spare", "dynamo.fx_graph"))
     assert not compiled.spare_before.alive()  # its one job done, the process is gone
     deadline = time.monotonic() + 120  # the replacement starts when the job ends; wait for it, bounded
-    while time.monotonic() < deadline and not compiled.svc.runner.spares._spares.get("pytorch"):
+    while time.monotonic() < deadline and not compiled.svc.runner.spares.waiting("pytorch"):
         time.sleep(0.1)
-    replacement = compiled.svc.runner.spares._spares["pytorch"][0][1]
+    replacement = compiled.svc.runner.spares.waiting("pytorch")[0]
     assert replacement is not compiled.spare_before and replacement.alive()
 
 

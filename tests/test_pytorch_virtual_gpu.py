@@ -96,7 +96,7 @@ def _child(out: str, name: str) -> None:
     sys.path.insert(0, ROOT)
     from compiler import registry
     from compiler.model import Request
-    from compiler.pipeline import Bundle, JobContext, JobLimits, OptionError, UserError
+    from compiler.pipeline import Bundle, JobContext, OptionError, UserError
     source, options = COMPILES[name]
     pipeline = registry.get("pytorch")
     request = Request("pytorch", source, pipeline.normalise_options(options))
@@ -107,7 +107,7 @@ def _child(out: str, name: str) -> None:
     bundle = Bundle(os.path.join(out, "bundle"))
     error = None
     try:
-        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle, limits=JobLimits(memory_mb=6144)))
+        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
     except (OptionError, UserError) as e:
         error = {"type": type(e).__name__, "message": str(e)}
     bundle.finish()

@@ -173,7 +173,7 @@ def test_conventions_say_what_is_missing(tmp_path):
 
 
 def test_an_allocation_no_machine_can_make_is_a_memory_limit_naming_line_and_setting(tmp_path):
-    from compiler.pipeline import JobLimits
+    from compiler.model import JobSettings
     from compiler.user_code import is_out_of_memory, user_error
     path = tmp_path / "model.py"
     path.write_text("import torch\n\ndef grow():\n    return torch.empty(2**45)\n")
@@ -183,7 +183,8 @@ def test_an_allocation_no_machine_can_make_is_a_memory_limit_naming_line_and_set
         namespace["grow"]()
     assert "alloc_cpu.cpp" in str(caught.value)  # PyTorch's C++ allocator refused it
     assert is_out_of_memory(caught.value) and not is_out_of_memory(ValueError("shape mismatch"))
-    error = user_error(caught.value, str(path), JobLimits(memory_mb=6144), during="timing eager and compiled calls")
+    error = user_error(caught.value, str(path), JobSettings(memory_limit_mb=6144),
+                       during="timing eager and compiled calls")
     assert error.error.kind == "MemoryLimit" and error.error.line == 4
     assert error.error.message.startswith("line 4: ran out of memory while timing eager and compiled calls: "
                                           "the sandbox's address-space limit is 6144 MiB (setting memory_limit_mb)")
@@ -299,7 +300,8 @@ def test_12_gb_kernelbench_source_compiles_only_on_virtual_sm90_down_to_sass(job
     ptx = [k for k in keys if k.startswith("triton.ptx:triton_poi_fused_abs_add_div_0.")]
     assert ptx, keys
     for key in ptx:
-        FileCheck().check(".target sm_90a").check(".entry triton_poi_fused_abs_add_div_0").run(jobs.text("kb12_sm90", key))
+        FileCheck().check(".target sm_90a").check(".entry triton_poi_fused_abs_add_div_0").run(
+            jobs.text("kb12_sm90", key))
         sass = jobs.text("kb12_sm90", key.replace("triton.ptx:", "triton.sass:"))
         assert "EXIT" in sass and "sm_90a" in sass
     assert SENTENCE in jobs.client.get(f"/j/{job['id']}").get_data(as_text=True)

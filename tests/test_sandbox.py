@@ -100,7 +100,7 @@ def test_output_is_capped(limited):
 
 
 def test_refuses_without_bubblewrap(tmp_path, monkeypatch):
-    from compiler import sandbox
+    from service import sandbox
     monkeypatch.setattr(sandbox, "bwrap_works", lambda *user: False)
     app = make_app(tmp_path)
     r = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"})

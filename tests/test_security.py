@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text
+from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text, wait_job
 
 PAYLOAD = "\"'><img src=x onerror=alert('xss')><script>alert('xss')</script>"
 
@@ -125,8 +125,8 @@ def test_out_directory_replaced_by_a_link_is_refused(hostile, secret):
 @needs_bwrap
 def test_fifo_as_a_stage_does_not_block_the_runner(hostile):
     # Before: the runner's open() of the FIFO blocked forever, and the job with it.
-    job = _rule_broken(hostile, _job_writing([_stage("0101.txt")], "os.mkfifo(out + '/0101.txt')"),
-                       "'0101.txt' is not a regular file", timeout=60)
+    _rule_broken(hostile, _job_writing([_stage("0101.txt")], "os.mkfifo(out + '/0101.txt')"),
+                 "'0101.txt' is not a regular file", timeout=60)
     _still_serving(hostile.test_client())
 
 
@@ -157,8 +157,9 @@ def test_manifest_fields_are_validated(hostile, field, value, phrase):
 
 def test_manifest_rules_without_a_sandbox():
     """The same rules, on bytes: plain JSON only, no NaN, known status."""
-    from compiler.bundle_reader import BundleCaps, BundleRuleError, parse_manifest
-    caps = BundleCaps()
+    from compiler.model import JobSettings
+    from service.bundle_reader import BundleRuleError, parse_manifest
+    caps = JobSettings()
     with pytest.raises(BundleRuleError, match="not valid JSON"):
         parse_manifest(b'{"status": "done", "stages": [], "timings": {"x": NaN}}', caps)
     with pytest.raises(BundleRuleError, match="status must be"):
@@ -172,23 +173,25 @@ def test_manifest_rules_without_a_sandbox():
 
 def test_stages_pointing_at_one_big_file_stop_at_the_job_cap(tmp_path):
     """Many stages listing one file: the runner counts every byte it reads for the job."""
-    from compiler.bundle_reader import BundleCaps, BundleReader, BundleRuleError
+    from compiler.model import JobSettings
+    from service.bundle_reader import BundleReader, BundleRuleError
     out = tmp_path / "job" / "out"
     out.mkdir(parents=True)
-    (out / "0101.txt").write_bytes(b"y" * 4096)
+    (out / "0101.txt").write_bytes(b"y" * (1 << 20))
     stages = [_stage("0101.txt", key=f"s{i}") for i in range(10)]
     (out / "manifest.json").write_text(json.dumps({"status": "done", "stages": stages}))
-    reader = BundleReader(str(tmp_path / "job"), BundleCaps(stage_bytes=8192, job_bytes=3 * 4096))
+    # each stage may have 2 MiB, the job 3 MiB: the fourth read of the 1 MiB file passes the job's cap
+    reader = BundleReader(str(tmp_path / "job"), JobSettings(max_stage_kb=2048, job_disk_mb=3))
     manifest = reader.manifest()
-    assert [len(reader.stage_text(s)) for s in manifest.stages[:3]] == [4096] * 3
-    with pytest.raises(BundleRuleError, match="add up to more than 12,288 bytes"):
+    assert [len(reader.stage_text(s)) for s in manifest.stages[:3]] == [1 << 20] * 3
+    with pytest.raises(BundleRuleError, match="add up to more than 3,145,728 bytes"):
         reader.stage_text(manifest.stages[3])
     reader.close()
 
 
 def test_known_formats_are_the_viewers_formats():
     import viewers
-    from compiler.bundle_reader import KNOWN_FORMATS
+    from service.bundle_reader import KNOWN_FORMATS
     assert KNOWN_FORMATS == set(viewers.VIEWERS)
 
 
@@ -223,7 +226,8 @@ def test_job_runs_as_the_unprivileged_sandbox_user(hostile, secret):
               "  'ssl': sorted(os.listdir('/etc/ssl')), 'job_bytes': st.f_blocks * st.f_frsize,\n"
               "  'dev_writable': writable('/dev/evil'), 'shm_writable': writable('/dev/shm/ok'),\n"
               "  'root_readable': os.access('/proc/1/environ', os.R_OK) or os.access('/etc/shadow', os.R_OK),\n"
-              "  'status': [l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))]}))\n")
+              "  'status': [l for l in open('/proc/self/status')\n"
+              "             if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))]}))\n")
     job = compile_and_wait(client, "fake", source)
     assert job["status"] == "done", job["error"]
     seen = json.loads(stage_text(client, job["id"], "run.stdout"))
@@ -272,7 +276,7 @@ def test_memory_of_all_processes_is_capped_by_the_cgroup(tmp_path):
 
 
 def test_cgroup_carries_the_cpu_quota_and_limits():
-    from compiler import cgroups
+    from service import cgroups
     group = cgroups.JobCgroup(cgroups.CgroupLimits(processes=33, memory_bytes=123 * 2**20, cpus=1.5))
     try:
         if group.missing:
@@ -291,14 +295,14 @@ def test_cgroup_carries_the_cpu_quota_and_limits():
 
 
 def test_refuses_to_run_code_where_a_limit_cannot_be_enforced(tmp_path, monkeypatch):
-    from compiler import cgroups
+    from service import cgroups
     monkeypatch.setattr(cgroups, "missing_controllers", lambda limits: {"memory": "not delegated"})
     app = make_app(tmp_path)
     svc = app.extensions["irscope"]
     assert "cannot enforce job_memory_mb (the cgroup memory controller: not delegated)" in svc.refusal
     r = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"})
     assert r.status_code == 503 and "job_memory_mb" in r.get_json()["error"]["message"]
-    from app import cli
+    from irscope import cli
     monkeypatch.setenv("IRSCOPE_DATA_DIR", str(tmp_path / "serve"))
     assert cli.main(["serve", "--port", "1"]) == 2  # refuses to start
 
@@ -364,6 +368,7 @@ def _planted(t):
 def _planted_artifacts() -> dict[str, str]:
     """One artifact per format (compiler/formats.py), with the payload in every field its viewer shows."""
     import msgspec.inspect as mi
+
     from compiler import formats
     svg = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" onload="alert(\'xss\')">'
            '<a xlink:href="javascript:alert(\'xss\')" href="&#106;avascript:alert(\'xss\')"><text>t</text></a>'
@@ -424,12 +429,14 @@ def test_planted_markup_in_every_format_is_shown_as_text(hostile):
     stages = [_stage(f"{n + 101:04d}.txt", key=f"planted.{fmt}", fmt=fmt, title=PAYLOAD, group=PAYLOAD[:60],
                      meta={"note": PAYLOAD, "diff_with": PAYLOAD}, source_map=[[1, 1]])
               for n, (fmt, text) in enumerate(artifacts.items())]
-    timings = f"manifest['timings'] = {{'compile': {{'source': {PAYLOAD!r}, {PAYLOAD!r}: 1.0}}, {PAYLOAD!r}: {{{PAYLOAD!r}: {PAYLOAD!r}}}}}"
+    timings = (f"manifest['timings'] = {{'compile': {{'source': {PAYLOAD!r}, {PAYLOAD!r}: 1.0}}, "
+               f"{PAYLOAD!r}: {{{PAYLOAD!r}: {PAYLOAD!r}}}}}")
     client = hostile.test_client()
     job = compile_and_wait(client, "fake", _job_writing(stages, files, timings))
     assert job["status"] == "done", job["error"]
     assert {s["key"] for s in job["stages"]} >= {f"planted.{fmt}" for fmt in artifacts}
-    pages = {"page": f"/j/{job['id']}", "updates": f"/j/{job['id']}/updates?since=0", "timings": f"/j/{job['id']}/timings"}
+    pages = {"page": f"/j/{job['id']}", "updates": f"/j/{job['id']}/updates?since=0",
+             "timings": f"/j/{job['id']}/timings"}
     for fmt in artifacts:
         pages[fmt] = f"/j/{job['id']}/stage/{quote('planted.' + fmt, safe='')}"
     for name, url in pages.items():
@@ -439,7 +446,8 @@ def test_planted_markup_in_every_format_is_shown_as_text(hostile):
         assert live_markup(html) == [], (name, live_markup(html))
         assert "&lt;img src=x onerror=alert(" in html or name == "svg", name
     raw = client.get(f"/api/jobs/{job['id']}/stages/planted.text")
-    assert raw.headers["Content-Type"] == "text/plain; charset=utf-8" and raw.headers["X-Content-Type-Options"] == "nosniff"
+    assert raw.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert raw.headers["X-Content-Type-Options"] == "nosniff"
     assert raw.headers["Content-Disposition"] == 'inline; filename="planted.text.txt"'
     assert "sandbox" in raw.headers["Content-Security-Policy"]
     _still_serving(client)
@@ -472,20 +480,34 @@ def test_request_body_cap(tmp_path):
         app.extensions["irscope"].runner.shutdown()
 
 
-def test_per_client_rate_limit(tmp_path):
-    app = make_app(tmp_path, languages="fake", rate_limit="2 per minute")
+def test_per_client_rate_limit_counts_jobs_created(tmp_path):
+    """The rate limit counts the jobs a client makes, whatever route makes them: a bad request or
+    a request the store answers makes none; a comparison of two new sources makes two."""
+    app = make_app(tmp_path, languages="fake", rate_limit="3 per minute")
     try:
         client = app.test_client()
-        body = {"language": "nope", "source": ""}
-        assert [client.post("/api/compile", json=body).status_code for _ in range(2)] == [400, 400]
-        r = client.post("/api/compile", json=body)
+        assert client.post("/api/compile", json={"language": "nope", "source": ""}).status_code == 400
+        first = client.post("/api/compile", json={"language": "fake", "source": "x = 1"})
+        assert first.status_code == 202
+        wait_job(client, first.get_json()["job"])
+        again = client.post("/api/compile", json={"language": "fake", "source": "x = 1"})
+        assert again.status_code == 200 and again.get_json()["cached"]  # answered from the store: not counted
+        pair = client.post("/api/comparisons", json={"a": {"language": "fake", "source": "x = 2"},
+                                                     "b": {"language": "fake", "source": "x = 3"}})
+        assert pair.status_code == 202, pair.get_json()  # two jobs: the limit of 3 is reached
+        r = client.post("/api/compile", json={"language": "fake", "source": "x = 4"})
         assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert r.get_json()["error"]["kind"] == "RateLimited"
         assert r.get_json()["error"]["message"].startswith(
-            "too many compile requests from your address: the limit is 2 per minute (setting rate_limit); try again in ")
-        form = client.post("/compile", data={"language": "fake", "source": "x = 1"})
+            "too many compiles from your address: the limit is 3 per minute (setting rate_limit, counting the jobs "
+            "made), and this job would pass it; try again in ")
+        form = client.post("/compile", data={"language": "fake", "source": "x = 5"})
         assert form.status_code == 429 and "setting rate_limit" in form.get_data(as_text=True)
-        other = client.post("/api/compile", json=body, environ_base={"REMOTE_ADDR": "10.9.9.9"})
-        assert other.status_code == 400  # another client is not limited
+        lesson_like = client.post("/api/compile", json={"language": "fake", "source": "x = 1"})
+        assert lesson_like.status_code == 200  # what the store answers is never refused
+        other = client.post("/api/compile", json={"language": "fake", "source": "x = 6"},
+                            environ_base={"REMOTE_ADDR": "10.9.9.9"})
+        assert other.status_code == 202  # another client is not limited
     finally:
         app.extensions["irscope"].runner.shutdown()
 
@@ -534,7 +556,7 @@ def test_worker_log_has_no_host_paths(hostile):
 
 
 def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
-    from compiler import job_dir
+    from service import job_dir
     if job_dir.can_mount_tmpfs(str(tmp_path / "probe")):
         pytest.skip("this process cannot mount a tmpfs")
     stale = tmp_path / "var" / "jobs" / "spare-left0behind"
@@ -550,7 +572,7 @@ def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
 @needs_bwrap
 def test_a_root_only_file_bound_into_the_sandbox_stays_unreadable(tmp_path, secret):
     # Before: the sandbox's user was root on the host, so owner checks passed for any file bound in.
-    from compiler import sandbox
+    from service import sandbox
     if os.geteuid() != 0:
         pytest.skip("the dedicated sandbox user applies when the server runs as root")
     path, line = secret  # root's, mode 0600
@@ -558,8 +580,9 @@ def test_a_root_only_file_bound_into_the_sandbox_stays_unreadable(tmp_path, secr
     job.mkdir()
     spec = sandbox.SandboxSpec(argv=["/bin/sh", "-c", "id -u; cat /secret; echo rc=$?"], job_dir=str(job), env={},
                                ro_binds=[(path, "/secret")], user=sandbox.sandbox_user("irscope-sandbox"))
-    limits = sandbox.Limits(wall_s=30, cpu_s=30, memory_bytes=1 << 30, processes=20, file_bytes=1 << 20,
-                            output_bytes=1 << 16, tmp_bytes=1 << 20)
+    from compiler.model import JobSettings
+    limits = JobSettings(wall_time_limit_s=30, cpu_time_limit_s=30, memory_limit_mb=1024, process_limit=20,
+                         file_size_limit_mb=1, output_limit_kb=64, tmp_size_mb=1)
     outcome = sandbox.run(spec, limits)
     assert outcome.output.splitlines()[0] == str(sandbox.sandbox_user("irscope-sandbox").uid)
     assert "Permission denied" in outcome.output and "rc=1" in outcome.output

@@ -1,5 +1,5 @@
 """Every setting is documented, and the README's table is the settings table."""
-from app import settings
+from service import settings
 
 
 def test_readme_settings_table_matches_the_code():

@@ -10,9 +10,9 @@ import zlib
 import pytest
 from sqlalchemy import inspect, text, update
 
-from compiler import migrations, routing, stage_text
 from compiler.model import JobError, Request, Stage
-from compiler.store import StageChunkRow, Store
+from service import migrations, routing, stage_text
+from service.store import StageChunkRow, Store
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "store", "pre_migration.sql")
 
@@ -83,7 +83,8 @@ def test_migrations_run_on_postgres_and_claims_are_atomic(postgres_url):
     from alembic import command
     store = Store(postgres_url, chunk_bytes=64)
     assert migrations.current_revision(store.engine) == "0003"
-    assert {"jobs", "stages", "stage_chunks", "shortlinks", "workers", "uploads", "comparisons"} <= set(inspect(store.engine).get_table_names())
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"jobs", "stages", "stage_chunks", "shortlinks", "workers", "uploads", "comparisons"} <= tables
     store.create_job("p1", "k", Request("fake", "x = 1", {}), {"irscope": "t"}, client="10.0.0.7")
     body = "\n".join(f"row {n}" for n in range(100))
     store.add_stage("p1", 0, _stage("fake.lines", body, "text"), body)

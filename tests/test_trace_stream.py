@@ -67,7 +67,8 @@ def test_output_code_waits_for_the_provenance_that_maps_its_kernels(entries, fed
     new = after[provenance][len(after[provenance - 1]):]
     assert new[0] == "inductor.output_code:0/0_1" and all(k.startswith("kernel:") for k in new[1:])
     # the fused softmax kernel of frame 1/0 maps to the softmax line, from the provenance entries
-    stage = next(s for s in bundle.manifest.stages if s.key == "kernel:cpp_fused__softmax_add_relu_threshold_backward_0")
+    key = "kernel:cpp_fused__softmax_add_relu_threshold_backward_0"
+    stage = next(s for s in bundle.manifest.stages if s.key == key)
     assert {b for a, b in stage.source_map} == {SOFTMAX_LINE}
 
 
@@ -133,7 +134,8 @@ def test_the_tail_reads_only_whole_entries(tmp_path, entries):
     path = tmp_path / "trace.log"
     path.write_text("")
     handler = _Handler(str(path))
-    torch_like = type("T", (), {"_logging": type("L", (), {"_internal": type("I", (), {"LOG_TRACE_HANDLER": handler})})})
+    internal = type("I", (), {"LOG_TRACE_HANDLER": handler})
+    torch_like = type("T", (), {"_logging": type("L", (), {"_internal": internal})})
     tail = TraceTail(str(tmp_path), torch_like)
     got = []
     with handler.lock:
@@ -156,7 +158,8 @@ def test_the_stream_feeds_stages_and_progress_then_reads_the_rest_at_the_end(tmp
     path = tmp_path / "trace.log"
     path.write_text(text)
     handler = _Handler(str(path))
-    torch_like = type("T", (), {"_logging": type("L", (), {"_internal": type("I", (), {"LOG_TRACE_HANDLER": handler})})})
+    internal = type("I", (), {"LOG_TRACE_HANDLER": handler})
+    torch_like = type("T", (), {"_logging": type("L", (), {"_internal": internal})})
     bundle = Bundle(str(tmp_path / "out"))
     progress: list[str] = []
     stream = StageStream(TraceStages(bundle, USER), TraceTail(str(tmp_path), torch_like), progress.append)

@@ -1,17 +1,15 @@
-"""Parsers of Triton's output (compiler/capture/mlir_passes.py, gpu_lines.py) on recorded fixtures."""
+"""Parsers of Triton's output (compiler/mlir_passes.py, compiler/triton/gpu_lines.py) on recorded fixtures."""
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from compiler import mlir_passes, mlir_text
+from compiler.triton import gpu_lines
+from compiler.triton.kernel_stages import parse_amdgcn_usage, parse_ptxas_log
 
-from compiler import mlir_text  # noqa: E402
-from compiler.triton import gpu_lines, mlir_passes  # noqa: E402
-from compiler.triton.kernel_stages import parse_amdgcn_usage, parse_ptxas_log  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "triton")
 SOURCE = "/tmp/tx/job/kernels.py"  # the path the fixtures' locations name (see README.md)

@@ -32,7 +32,7 @@ def test_patched_torch_names_exist():
     import torch._subclasses.functional_tensor as functional_tensor
     from torch._dynamo import device_interface
     from torch._inductor.codegen import wrapper
-    from torch._inductor.runtime import triton_heuristics, triton_helpers
+    from torch._inductor.runtime import triton_helpers, triton_heuristics
 
     for name in ("get_device_capability", "get_device_properties", "current_device", "device_count",
                  "get_device_name", "synchronize", "_lazy_init"):

@@ -12,11 +12,7 @@ the job compiles for a virtual one, which its placement says).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -29,32 +25,6 @@ pytestmark = needs_bwrap
 TIER_SETTINGS = {"languages": "fake", "warm_toolchain_cache": "false", "spare_workers": "0",
                  "worker_heartbeat_s": "0.5", "worker_lost_after_s": "3", "web_processes": "2", "rate_limit": "",
                  "max_jobs_per_client": "0", "wall_time_limit_s": "120"}
-
-
-def http(port: int, path: str, body: dict | None = None) -> tuple[int, dict | str]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
-                                     headers={"Content-Type": "application/json"} if data else {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as r:
-            status, raw = r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, raw = e.code, e.read().decode()
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw
-
-
-def until(what, timeout: float = 90, every: float = 0.1, why: str = ""):
-    """Poll `what()` until it returns something truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"not within {timeout} s: {why}")
 
 
 _redis_dbs = iter(range(1, 16))
@@ -74,30 +44,29 @@ def tier(redis_server, postgres_url, tmp_path_factory):
 
 
 def submit(t: real_servers.Tier, source: str, **options) -> dict:
-    status, body = http(t.web_port, "/api/compile", {"language": "fake", "source": source, "options": options})
+    status, body = real_servers.http(t.base, "/api/compile", {"language": "fake", "source": source, "options": options})
     assert status in (200, 202), body
     return body
 
 
 def job(t: real_servers.Tier, job_id: str) -> dict:
-    status, body = http(t.web_port, f"/api/jobs/{job_id}")
+    status, body = real_servers.http(t.base, f"/api/jobs/{job_id}")
     assert status == 200, body
     return body
 
 
 def finished(t: real_servers.Tier, job_id: str, timeout: float = 120) -> dict:
-    return until(lambda: (lambda j: j if j["status"] in ("done", "failed") else None)(job(t, job_id)), timeout,
-                 why=f"job {job_id} finished\n" + t.log("web")[-2000:])
+    return real_servers.wait_job(t.base, job_id, timeout, why=f"job {job_id} finished\n" + t.log("web")[-2000:])
 
 
 def live_workers(t: real_servers.Tier) -> dict[str, list[str]]:
     """queue -> names of its live workers, as GET /api/targets lists them."""
-    _, body = http(t.web_port, "/api/targets")
+    _, body = real_servers.http(t.base, "/api/targets")
     return {target["name"]: sorted(w["name"] for w in target["workers"]) for target in body["targets"]}
 
 
 def stage(t: real_servers.Tier, job_id: str, key: str) -> str:
-    status, body = http(t.web_port, f"/api/jobs/{job_id}/stages/{key}")
+    status, body = real_servers.http(t.base, f"/api/jobs/{job_id}/stages/{key}")
     assert status == 200, body
     return body if isinstance(body, str) else json.dumps(body)
 
@@ -107,7 +76,7 @@ def test_two_workers_compile_jobs_end_to_end_and_pages_show_queue_positions(tier
     `irscope worker --queues cpu` processes then run them all, stages stored in PostgreSQL."""
     tier.start_web()
     ids = [submit(tier, f"x = {n}\nprint('job', x * 7)", stage_delay_s=1)["job"] for n in range(3)]
-    pages = [http(tier.web_port, f"/j/{i}")[1] for i in ids]
+    pages = [real_servers.http(tier.base, f"/j/{i}")[1] for i in ids]
     for position, page in enumerate(pages, start=1):
         assert f"position {position} in the queue" in page
     tier.start_worker("cpu-a")
@@ -130,8 +99,9 @@ def test_gpu_targets_route_to_the_gpu_queue_and_say_virtual_without_its_worker(t
     tier.start_web()
     tier.start_worker("cpu-a")
     tier.start_worker("gpu-a", queues="cuda:sm_90")
-    until(lambda: live_workers(tier) == {"cpu": ["cpu-a"], "cuda:sm_90": ["gpu-a"]}, why="both workers listed")
-    _, targets = http(tier.web_port, "/api/targets")
+    real_servers.until(lambda: live_workers(tier) == {"cpu": ["cpu-a"], "cuda:sm_90": ["gpu-a"]},
+                       why="both workers listed")
+    _, targets = real_servers.http(tier.base, "/api/targets")
     sm90 = next(t for t in targets["targets"] if t["name"] == "cuda:sm_90")
     assert sm90["workers"][0]["device"] is False  # the worker said it has no sm_90 device
     assert "cuda:sm_90" not in targets["virtual"] and "cuda:sm_80" in targets["virtual"]
@@ -150,12 +120,12 @@ def test_gpu_targets_route_to_the_gpu_queue_and_say_virtual_without_its_worker(t
     assert (other["queue"], other["worker"]) == ("cpu", "cpu-a")
     assert other["placement"] == {"queue": "cpu", "target": "cuda:sm_80", "virtual": True,
                                   "note": "virtual: no sm_80 worker online"}
-    assert "virtual: no sm_80 worker online" in http(tier.web_port, f"/j/{other['id']}")[1]
+    assert "virtual: no sm_80 worker online" in real_servers.http(tier.base, f"/j/{other['id']}")[1]
     host = finished(tier, submit(tier, "y = 2")["job"])
     assert (host["queue"], host["worker"], host["placement"]["target"]) == ("cpu", "cpu-a", None)
 
     tier.kill_worker("gpu-a", 15)  # stopped: its heartbeat row goes with it
-    until(lambda: live_workers(tier) == {"cpu": ["cpu-a"]}, why="the sm_90 worker is no longer listed")
+    real_servers.until(lambda: live_workers(tier) == {"cpu": ["cpu-a"]}, why="the sm_90 worker is no longer listed")
     alone = finished(tier, submit(tier, "w = 4", target="cuda:sm_90")["job"])
     assert (alone["queue"], alone["worker"]) == ("cpu", "cpu-a")
     assert alone["placement"]["note"] == "virtual: no sm_90 worker online"
@@ -170,10 +140,10 @@ def test_a_worker_killed_mid_job_loses_nothing(tier):
     tier.start_web()
     tier.start_worker("cpu-a")
     tier.start_worker("cpu-b")
-    until(lambda: live_workers(tier) == {"cpu": ["cpu-a", "cpu-b"]}, why="two workers")
+    real_servers.until(lambda: live_workers(tier) == {"cpu": ["cpu-a", "cpu-b"]}, why="two workers")
     first = submit(tier, SLOW_JOB.format(s=4))["job"]
-    running = until(lambda: (lambda j: j if j["status"] == "running" and j["worker"] else None)(job(tier, first)),
-                    why="the job runs")
+    running = real_servers.until(lambda: (lambda j: j if j["status"] == "running" and j["worker"] else None)(
+        job(tier, first)), why="the job runs")
     victim = running["worker"]
     second = submit(tier, SLOW_JOB.format(s=1))["job"]  # goes to the other worker
     tier.kill_worker(victim)
@@ -195,8 +165,9 @@ def test_a_poison_job_is_failed_after_job_attempts_tries(tier):
     poison = submit(tier, SLOW_JOB.format(s=60))["job"]
     killed = []
     for replacement in ("w2", "w3"):
-        running = until(lambda: (lambda j: j if j["status"] == "running" and j["worker"] and j["worker"] not in killed
-                                 else None)(job(tier, poison)), why="a worker takes the job")
+        running = real_servers.until(
+            lambda: (lambda j: j if j["status"] == "running" and j["worker"] and j["worker"] not in killed
+                     else None)(job(tier, poison)), why="a worker takes the job")
         tier.start_worker(replacement)  # the next worker, which finds the job (or its failure)
         killed.append(running["worker"])
         tier.kill_worker(running["worker"])
@@ -211,7 +182,7 @@ def test_jobs_finish_while_the_web_server_restarts(tier):
     tier.start_web()
     tier.start_worker("cpu-a", concurrency=2)
     ids = [submit(tier, SLOW_JOB.format(s=2) + f"# {n}")["job"] for n in range(2)]
-    until(lambda: all(job(tier, i)["status"] == "running" for i in ids), why="both jobs run")
+    real_servers.until(lambda: all(job(tier, i)["status"] == "running" for i in ids), why="both jobs run")
     port = tier.web_port
     tier.stop_web(9)  # the whole web server, killed
     tier.start_web(port)
@@ -280,11 +251,11 @@ def test_a_gpu_worker_runs_jobs_for_its_target_on_its_device(tier):
     tier.settings["languages"] = "fake,triton"
     tier.start_web()
     proc = tier.start_worker("gpu-real", queues=f"cpu,{gpu['target']}")
-    until(lambda: gpu["target"] in live_workers(tier), why="the GPU worker is listed")
-    _, targets = http(tier.web_port, "/api/targets")
+    real_servers.until(lambda: gpu["target"] in live_workers(tier), why="the GPU worker is listed")
+    _, targets = real_servers.http(tier.base, "/api/targets")
     entry = next(t for t in targets["targets"] if t["name"] == gpu["target"])
     assert entry["workers"][0]["device"] is True and entry["workers"][0]["gpus"][0]["name"] == gpu["name"]
-    status, body = http(tier.web_port, "/api/compile", {"language": "triton", "source": TRITON_ADD,
+    status, body = real_servers.http(tier.base, "/api/compile", {"language": "triton", "source": TRITON_ADD,
                                                           "options": {"target": "auto"}})
     assert status == 202, body
     result = finished(tier, body["job"], timeout=600)

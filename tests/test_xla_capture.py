@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from compiler.xla import dump_index, hlo_text, memory as xla_memory, sharding, source_map, traces
+from compiler.xla import dump_index, hlo_text, sharding, source_map, traces
+from compiler.xla import memory as xla_memory
 from compiler.xla import options as xla_options
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")
@@ -47,10 +48,12 @@ def test_index_dump_sorts_files_by_role():
 
 
 def test_snapshot_names_with_and_without_a_next_pass():
-    s = dump_index.parse_snapshot_name("module_0000.jit_f.x.0012.simplification.after_algsimp.before_simplify-sorts.txt")
+    s = dump_index.parse_snapshot_name("module_0000.jit_f.x.0012.simplification.after_algsimp."
+                                       "before_simplify-sorts.txt")
     assert (s.module, s.seq, s.pipeline, s.after, s.before) == ("jit_f.x", 12, "simplification", "algsimp",
                                                                 "simplify-sorts")
-    s = dump_index.parse_snapshot_name("module_0000.m.0023.copy-insertion.after_adding_copies_to_resolve_interference.txt")
+    s = dump_index.parse_snapshot_name("module_0000.m.0023.copy-insertion."
+                                       "after_adding_copies_to_resolve_interference.txt")
     assert (s.pipeline, s.after, s.before) == ("copy-insertion", "adding_copies_to_resolve_interference", None)
     assert dump_index.parse_snapshot_name("module_0000.m.cpu_after_optimizations.txt") is None
 

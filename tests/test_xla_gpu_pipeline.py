@@ -1,10 +1,12 @@
 """End to end: XLA:GPU for virtual GPUs (no GPU needed). The sharded-MLP lesson (JAX, 8 virtual
-H100s), the sharded-MLP HLO for cuda:h100 (with Triton's IR dumped) and for cuda:a100 (Triton GEMM
-off, so dots become cuBLAS calls, with the analytical latency estimator) compile with the real XLA:GPU
-of the jax-cuda12 plugin; every stage is checked against what XLA itself wrote.
+H100s: examples/sharded-mlp-h100), the sharded-MLP HLO for cuda:h100 (with Triton's IR dumped) and
+for cuda:a100 (Triton GEMM off, so dots become cuBLAS calls, with the analytical latency estimator)
+compile with the real XLA:GPU of the jax-cuda12 plugin; every stage is checked against what XLA
+itself wrote.
 
-The three jobs run in one child process started when collection ends (tests/conftest.py), this
-file run as a script, so they overlap with the modules before it.
+The lesson is the session's lesson job (tests/conftest.py `lesson_jobs`, compiled once in the real
+sandbox for the gallery's tests too); the two HLO jobs run in one child process started when
+collection ends, this file run as a script, so they overlap with the modules before it.
 """
 from __future__ import annotations
 
@@ -29,11 +31,8 @@ def _plan(base: str) -> dict[str, tuple[str, str, dict, str]]:
     """name -> (language, source, options, output directory)."""
     sys.path.insert(0, ROOT)
     from compiler import registry
-    from compiler.xla.examples import LESSONS
-    lesson = LESSONS["sharded-mlp-h100"]
     hlo = registry.get("hlo").example
     return {
-        "lesson": (lesson.language, lesson.source(), dict(lesson.options), os.path.join(base, "lesson")),
         "hlo_h100": ("hlo", hlo, {"target": "cuda:h100", "triton_ir": True}, os.path.join(base, "hlo_h100")),
         "hlo_a100": ("hlo", hlo, {"target": "cuda:a100", "xla_options": A100_OPTIONS}, os.path.join(base, "hlo_a100")),
     }
@@ -60,13 +59,23 @@ def start_in_background(base: str) -> "Background":
 
 
 class Job:
-    def __init__(self, out: str):
-        self.directory = os.path.join(out, "bundle")
-        with open(os.path.join(self.directory, "manifest.json"), encoding="utf-8") as f:
-            self.manifest = json.load(f)
+    """A job's manifest and stage texts: a result bundle on disk, or a job of a store."""
+
+    def __init__(self, out: str | None = None, store=None, job_id: str = ""):
+        self.store, self.job_id = store, job_id
+        if store is not None:
+            job = store.get_job(job_id)
+            self.manifest = {"status": job.status, "timings": job.timings,
+                             "stages": [s.to_json() for s in job.stages]}
+        else:
+            self.directory = os.path.join(out, "bundle")
+            with open(os.path.join(self.directory, "manifest.json"), encoding="utf-8") as f:
+                self.manifest = json.load(f)
         self.stages = {s["key"]: s for s in self.manifest["stages"]}
 
     def text(self, key: str) -> str:
+        if self.store is not None:
+            return self.store.stage_text(self.job_id, key)[1]
         with open(os.path.join(self.directory, self.stages[key]["file"]), encoding="utf-8") as f:
             return f.read()
 
@@ -78,10 +87,12 @@ class Job:
 
 
 @pytest.fixture(scope="module")
-def jobs(request, tmp_path_factory) -> dict[str, Job]:
+def jobs(request, tmp_path_factory, lesson_jobs) -> dict[str, Job]:
     from tests.conftest import take_background
     base = take_background(request, start_in_background, tmp_path_factory)
-    return {name: Job(out) for name, (_, _, _, out) in _plan(base).items()}
+    found = {name: Job(out) for name, (_, _, _, out) in _plan(base).items()}
+    found["lesson"] = Job(store=lesson_jobs.store, job_id=lesson_jobs.ids[("sharded-mlp-h100", "a")])
+    return found
 
 
 GPU_STAGES = ("xla.input", "xla.stablehlo", "xla.passes", "xla.sharding", "xla.spmd", "xla.optimized",

@@ -8,7 +8,8 @@ import re
 import pytest
 
 import viewers
-from compiler.xla import hlo_text, memory as xla_memory, sharding
+from compiler.xla import hlo_text, sharding
+from compiler.xla import memory as xla_memory
 from viewers import memory, mesh, timeline
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")
@@ -74,12 +75,14 @@ def test_memory_chart_marks_the_peak_and_lists_what_is_live():
     html = viewers.render("memory", json.dumps(data), {})
     svg = re.search(r"<svg.*?</svg>", html, re.S).group(0)
     assert svg.count('<rect class="block"') == len(data["blocks"])
-    assert f'<span class="peak-bytes">{data["peak_bytes"]}</span> bytes) live at step <b class="peak-step">8</b>' in html
+    peak = f'<span class="peak-bytes">{data["peak_bytes"]}</span> bytes) live at step <b class="peak-step">8</b>'
+    assert peak in html
     assert "heap's 8448 bytes are equal to XLA's temp_size_in_bytes = 8448" in html
     table = re.search(r'<table class="memory-peak">.*?</table>', html, re.S).group(0)
     assert re.findall(r"<code>([^<]+)</code>", table) == ["add_tanh_fusion{}", "wrapped_reduce-window{}"]
     # The peak marker sits on the live-bytes line, at the peak step, at the line's highest point.
-    marker = re.search(r'<circle class="peak" cx="([\d.]+)" cy="([\d.]+)"[^>]*data-step="(\d+)" data-bytes="(\d+)"', svg)
+    marker = re.search(r'<circle class="peak" cx="([\d.]+)" cy="([\d.]+)"[^>]*data-step="(\d+)" '
+                       r'data-bytes="(\d+)"', svg)
     points = [tuple(map(float, p.split(","))) for p in
               re.search(r'<polyline class="live" points="([^"]+)"', svg).group(1).split()]
     assert (marker.group(1), marker.group(2)) == ("%.1f" % points[8][0], "%.1f" % points[8][1])

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from compiler import formats
 from markupsafe import escape
 
+from compiler import formats
 from viewers import code, graph, guards, memory, mesh, profile, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
@@ -42,7 +42,8 @@ def render(fmt: str, text: str, meta: dict[str, Any] | None = None) -> str:
         return viewer(text, dict(meta or {}))
     except Exception as e:  # noqa: BLE001 - a stage is job-written: a malformed one is shown as text
         return (f'<p class="truncated">the {escape(fmt)} viewer could not read this artifact '
-                f'({escape(type(e).__name__)}: {escape(str(e)[:200])}); showing its text</p>' + code.render(text, "text"))
+                f'({escape(type(e).__name__)}: {escape(str(e)[:200])}); showing its text</p>'
+                + code.render(text, "text"))
 
 
 def register(fmt: str, viewer: Viewer) -> None:

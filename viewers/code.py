@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from html import escape  # re-exported for viewers that label code
 
-from pygments import format as pygments_format, lex
+from pygments import format as pygments_format
+from pygments import lex
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name

@@ -36,11 +36,12 @@ def render(text: str, meta: dict[str, Any]) -> str:
             f'<tr class="failed-guard" data-earlier="{escape(f.compile_id)}"><td>{escape(f.compile_id)}</td>'
             f'<td class="meaning">{escape(f.meaning)}</td><td><code>{escape(f.input)}</code></td>'
             f'<td>{escape(f.kind)}</td><td>{_line(f.line)}</td><td class="before">{escape(f.before)}</td>'
-            f'<td class="after">{escape(f.after)}</td><td class="reason"><code>{escape(f.reason.splitlines()[0])}</code>'
-            f'</td></tr>' for f in data.recompile)
-        parts.append(f'<h3 class="recompile">Why compile {escape(data.compile_id)} happened: the call failed a guard of '
-                     f'every earlier compile</h3><table class="data recompile-table"><thead><tr><th>earlier compile</th>'
-                     '<th>what changed</th><th>input</th><th>failed guard</th><th>installed at</th><th>compiled for</th>'
+            f'<td class="after">{escape(f.after)}</td>'
+            f'<td class="reason"><code>{escape(f.reason.splitlines()[0])}</code></td></tr>' for f in data.recompile)
+        parts.append(f'<h3 class="recompile">Why compile {escape(data.compile_id)} happened: the call failed a guard '
+                     'of every earlier compile</h3><table class="data recompile-table"><thead><tr>'
+                     '<th>earlier compile</th><th>what changed</th><th>input</th><th>failed guard</th>'
+                     '<th>installed at</th><th>compiled for</th>'
                      '<th>the call passed</th><th>PyTorch\'s reason</th></tr></thead>'
                      f'<tbody>{rows}</tbody></table>')
     for group, title in data.groups.items():

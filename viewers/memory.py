@@ -94,7 +94,8 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     summary = (f'<p class="memory-summary">peak: <b>{escape(_fmt(peak))}</b> (<span class="peak-bytes">{peak}</span> '
                f'bytes) live at step <b class="peak-step">{at}</b> (<code>{escape(data.peak_instruction)}</code>), '
                f'the most bytes of the temp allocation holding live values at once; {packing}. The heap\'s '
-               f'{heap} bytes are {agree} XLA\'s temp_size_in_bytes = {escape(str(temp if temp is not None else "?"))}; '
+               f'{heap} bytes are {agree} XLA\'s temp_size_in_bytes = '
+               f'{escape(str(temp if temp is not None else "?"))}; '
                f'arguments {escape(str(stats.get("argument_size_in_bytes", "?")))}, outputs '
                f'{escape(str(stats.get("output_size_in_bytes", "?")))} bytes.</p>')
     if data.xla_peak_step is not None and data.xla_peak_step != at:
@@ -106,5 +107,6 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     table = (f'<table class="memory-peak"><caption>live at step {at}, by size</caption><thead><tr><th>value</th>'
              f'<th>shape</th><th>size</th><th>offset</th><th>live</th><th></th></tr></thead><tbody>{rows}</tbody>'
              f'</table>')
-    note = f'<p class="truncated">drawing the first {MAX_BLOCKS} of {len(blocks)} buffers</p>' if len(blocks) > MAX_BLOCKS else ""
+    note = (f'<p class="truncated">drawing the first {MAX_BLOCKS} of {len(blocks)} buffers</p>'
+            if len(blocks) > MAX_BLOCKS else "")
     return f'<div class="memory-view">{summary}{"".join(parts)}{note}{table}</div>'

@@ -43,7 +43,8 @@ def _timeline(events: list[formats.ProfileEvent]) -> str:
              f'<title>one compiled call over {end:.0f} µs</title>']
     for i, name in enumerate(names):
         y = 4 + i * row_h
-        parts.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="11">{escape(name[:40])}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="11">'
+                     f'{escape(name[:40])}</text>')
     for e in events:
         if e.name not in names:
             continue

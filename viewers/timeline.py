@@ -91,7 +91,8 @@ def _estimated(comp: formats.ScheduledComputation, estimates: str, width: int = 
     height = lane_h * (2 + len(pairs)) + 40
     by_name = {i.name: i for i in timed}
     parts = [f'<svg class="timeline estimated" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img"><title>estimated schedule of {escape(comp.computation)}</title>',
+             f'viewBox="0 0 {width} {height}" role="img">'
+             f'<title>estimated schedule of {escape(comp.computation)}</title>',
              f'<text x="{label_w - 6}" y="{10 + lane_h / 2}" text-anchor="end" dominant-baseline="middle" '
              f'font-size="11">compute</text>']
     for ins in timed[:MAX_BOXES]:

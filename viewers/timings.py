@@ -2,8 +2,9 @@
 spread, accuracy, and every other number the pipeline measured, in a table."""
 from __future__ import annotations
 
-from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 from typing import Any
+
+from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 
 from compiler import formats
 

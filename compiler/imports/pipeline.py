@@ -19,6 +19,7 @@ import os
 import re
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import JobContext, Option, Pipeline, UserError
 
@@ -49,6 +50,7 @@ class ImportPipeline(Pipeline):
     key = "import"
     title = "Import a log (TORCH_TRACE, TritonParse, XLA dump)"
     editor_mode = "text"
+    lexer = "text"
     example = describe_upload("trace.tar.gz", "0" * 64, 0)
     made_by_upload = True
     toolchain_packages = ("torch", "triton", "jaxlib")  # the parsers read logs of these versions' format
@@ -73,20 +75,21 @@ class ImportPipeline(Pipeline):
         name, digest = upload_of(request.source)
         path = os.path.join(ctx.inputs_dir, ARCHIVE_NAME)
         if not ctx.inputs_dir or not os.path.isfile(path):
-            raise UserError("InputError", "the uploaded archive is not in the job (upload it again at /import)")
+            raise UserError(ErrorKind.InputError, "the uploaded archive is not in the job (upload it again at /import)")
         ctx.bundle.progress(f"unpacking {name}")
         unpacked_dir = os.path.join(ctx.workdir, "unpacked")
         try:
-            unpacked = archive.unpack(path, unpacked_dir, ctx.limits.import_files, ctx.limits.import_bytes, name)
+            unpacked = archive.unpack(path, unpacked_dir, ctx.settings.import_max_files,
+                                      ctx.settings.import_unpacked_bytes, name)
         except archive.ArchiveError as e:
-            raise UserError("InputError", f"{name}: {e}") from None
+            raise UserError(ErrorKind.InputError, f"{name}: {e}") from None
         kind = request.options.get("kind", "auto")
         if kind == "auto":
             kind = readers.recognise(unpacked_dir, unpacked.files)
             if kind is None:
                 listed = ", ".join(unpacked.files[:8]) + (" ..." if len(unpacked.files) > 8 else "")
-                raise UserError("InputError", f"{name}: no TORCH_TRACE log, TritonParse trace or XLA dump found in "
-                                              f"it ({len(unpacked.files)} files: {listed})")
+                raise UserError(ErrorKind.InputError, f"{name}: no TORCH_TRACE log, TritonParse trace or XLA dump "
+                                                      f"found in it ({len(unpacked.files)} files: {listed})")
         origin: dict[str, Any] = {"archive": name, "sha256": digest, "container": unpacked.kind,
                                   "files": len(unpacked.files), "unpacked_bytes": unpacked.bytes, "kind": kind}
         ctx.bundle.progress(f"reading the {kind.replace('_', ' ')}")

@@ -6,6 +6,7 @@ import os
 import re
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.pipeline import JobContext, UserError
 
 _TRACE_LINE = re.compile(r"^[VIWE]\d{4} [\d:.]+ \d+ [^\]]*\] \{")
@@ -40,14 +41,15 @@ def import_torch_trace(ctx: JobContext, root: str, files: list[str]) -> dict[str
     from compiler.pytorch import trace_stages
     logs = torch_trace_files(root, files)
     if not logs:
-        raise UserError("InputError", "no TORCH_TRACE log in the archive: its files are glog lines, each with a "
-                                      "JSON object (the files torch writes to the TORCH_TRACE directory)")
+        raise UserError(ErrorKind.InputError, "no TORCH_TRACE log in the archive: its files are glog lines, each "
+                                              "with a JSON object (the files torch writes to the TORCH_TRACE "
+                                              "directory)")
     entries: list[torch_trace.TraceEntry] = []
     for name in sorted(logs):
         with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
             entries.extend(torch_trace.parse(f.read()))
     if not entries:
-        raise UserError("InputError", "the TORCH_TRACE logs hold no entry")
+        raise UserError(ErrorKind.InputError, "the TORCH_TRACE logs hold no entry")
     # The compiled frames' files are the user's (their lines are named in guards, graph breaks, ...).
     strings = torch_trace.string_table(entries)
     user_files: list[str] = []
@@ -100,8 +102,8 @@ def import_tritonparse(ctx: JobContext, root: str, files: list[str]) -> dict[str
     from compiler.triton.kernel_stages import write_kernel_stages
     traces = [f for f in files if looks_like_tritonparse(_first_line(os.path.join(root, f)))]
     if not traces:
-        raise UserError("InputError", "no TritonParse trace in the upload: a trace is one JSON event per line "
-                                      "with event_type and payload (tritonparse.structured_logging)")
+        raise UserError(ErrorKind.InputError, "no TritonParse trace in the upload: a trace is one JSON event per line "
+                                              "with event_type and payload (tritonparse.structured_logging)")
     files_dir = os.path.join(ctx.workdir, "tritonparse-files")
     compilations, launches, skipped = [], [], 0
     for name in sorted(traces):
@@ -111,7 +113,7 @@ def import_tritonparse(ctx: JobContext, root: str, files: list[str]) -> dict[str
         launches += trace.launches
         skipped += trace.skipped
     if not compilations:
-        raise UserError("InputError", "the TritonParse trace holds no compilation event")
+        raise UserError(ErrorKind.InputError, "the TritonParse trace holds no compilation event")
     records = [r for r, _ in compilations]
     for record, qualifier in zip(records, qualifiers(records)):
         first = record.def_line
@@ -160,8 +162,9 @@ def import_xla_dump(ctx: JobContext, root: str, files: list[str]) -> dict[str, A
                 best = (snapshots, folder, members)
     index = dump_index.index_dump(best[2]) if best else None
     if best is None or index is None:
-        raise UserError("InputError", "no XLA dump in the upload: a dump directory holds "
-                                      "module_*.before_optimizations.txt and the pass snapshots of --xla_dump_to")
+        raise UserError(ErrorKind.InputError, "no XLA dump in the upload: a dump directory holds "
+                                              "module_*.before_optimizations.txt and the pass snapshots of "
+                                              "--xla_dump_to")
     directory = os.path.join(root, best[1])
     written = dump_stages.write_dump_stages(ctx.bundle, index, directory)
     names = " ".join(os.listdir(directory))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from compiler.errors import ErrorKind
 from compiler.pipeline import UserError
 
 IRSCOPE = "model / example_inputs"
@@ -51,15 +52,15 @@ def find(namespace: dict[str, Any], torch: Any) -> Program:
 
 def _irscope_convention(namespace: dict[str, Any], torch: Any) -> Program:
     if "model" not in namespace:
-        raise UserError("InputError", "the source must define `model` (an nn.Module or a function) and "
-                                      "`example_inputs`, or KernelBench's `Model`, `get_inputs` and "
-                                      "`get_init_inputs`")
+        raise UserError(ErrorKind.InputError, "the source must define `model` (an nn.Module or a function) and "
+                                              "`example_inputs`, or KernelBench's `Model`, `get_inputs` and "
+                                              "`get_init_inputs`")
     if "example_inputs" not in namespace:
-        raise UserError("InputError", "the source must define `example_inputs` (a tuple of inputs, "
-                                      "or a function returning one)")
+        raise UserError(ErrorKind.InputError, "the source must define `example_inputs` (a tuple of inputs, "
+                                              "or a function returning one)")
     model = namespace["model"]
     if not callable(model):
-        raise UserError("InputError", f"`model` must be an nn.Module or a function, not {type(model).__name__}")
+        raise UserError(ErrorKind.InputError, f"`model` must be an nn.Module or a function, not {type(model).__name__}")
     example_inputs = namespace["example_inputs"]
 
     def build(mode: Any) -> tuple[Any, tuple]:
@@ -72,12 +73,12 @@ def _irscope_convention(namespace: dict[str, Any], torch: Any) -> Program:
 def _kernelbench_convention(namespace: dict[str, Any], torch: Any) -> Program:
     missing = [name for name in ("get_inputs", "get_init_inputs") if not callable(namespace.get(name))]
     if missing:
-        raise UserError("InputError", "the source defines `Model` (KernelBench's convention) but no function "
+        raise UserError(ErrorKind.InputError, "the source defines `Model` (KernelBench's convention) but no function "
                         + " or ".join(f"`{m}`" for m in missing)
                         + "; define it (or `model` and `example_inputs` instead)")
     cls, get_inputs, get_init_inputs = namespace["Model"], namespace["get_inputs"], namespace["get_init_inputs"]
     if not callable(cls):
-        raise UserError("InputError", f"`Model` must be a class, not {type(cls).__name__}")
+        raise UserError(ErrorKind.InputError, f"`Model` must be a class, not {type(cls).__name__}")
 
     def build(mode: Any) -> tuple[Any, tuple]:
         init = get_init_inputs()
@@ -86,9 +87,9 @@ def _kernelbench_convention(namespace: dict[str, Any], torch: Any) -> Program:
         elif isinstance(init, (list, tuple)):
             model = cls(*init)
         else:
-            raise UserError("InputError", "`get_init_inputs()` must return a list or tuple of `Model`'s "
-                                          "arguments, or a dict of its keyword arguments, not "
-                                          f"{type(init).__name__}")
+            raise UserError(ErrorKind.InputError, "`get_init_inputs()` must return a list or tuple of `Model`'s "
+                                                  "arguments, or a dict of its keyword arguments, not "
+                                                  f"{type(init).__name__}")
         return model, _as_tuple(get_inputs(), "`get_inputs()` must return a list or tuple of inputs", torch)
 
     return Program(KERNELBENCH, build, builds_inputs=True, builds_model=True)
@@ -100,7 +101,7 @@ def _as_tuple(inputs: Any, message: str, torch: Any) -> tuple:
     if isinstance(inputs, list):
         return tuple(inputs)
     if not isinstance(inputs, tuple):
-        raise UserError("InputError", f"{message}, not {type(inputs).__name__}")
+        raise UserError(ErrorKind.InputError, f"{message}, not {type(inputs).__name__}")
     return inputs
 
 

@@ -6,8 +6,8 @@ import os
 import zipfile
 from typing import Any
 
-from compiler.pytorch import source_map as torch_source_map
 from compiler.pipeline import Bundle
+from compiler.pytorch import source_map as torch_source_map
 
 
 def export_and_package(model: Any, inputs: tuple, workdir: str, bundle: Bundle, user_paths: tuple[str, ...],

@@ -229,7 +229,8 @@ def guard_latency_us(text: str) -> float | None:
 
 _TENSOR_REASON = re.compile(r"^tensor '(?P<name>[^']+)' (?P<what>[\w ]+?) mismatch(?: at index (?P<index>\d+))?\. "
                             r"expected (?P<expected>.*?),? actual (?P<actual>.*)$")
-_REQUIRES_GRAD = re.compile(r"^tensor '(?P<name>[^']+)' requires_grad mismatch\. expected requires_grad=(?P<expected>\d)")
+_REQUIRES_GRAD = re.compile(r"^tensor '(?P<name>[^']+)' requires_grad mismatch\. "
+                            r"expected requires_grad=(?P<expected>\d)")
 _PROPERTY = {"size": "size", "stride": "stride", "dtype": "dtype", "dispatch key set": "device (dispatch keys)",
              "rank": "number of dimensions", "device": "device"}
 

@@ -10,6 +10,7 @@ import time
 import timeit
 from typing import Any, Callable
 
+from compiler.errors import ErrorKind
 from compiler.user_code import CappedText, captured_stdout
 
 MAX_TIMELINE_EVENTS = 400
@@ -18,10 +19,11 @@ MAX_TIMELINE_EVENTS = 400
 def loss_of(outputs: Any, torch: Any) -> Any:
     """The training loss irscope uses: the sum of every output that requires grad."""
     import torch.utils._pytree as pytree
+
     from compiler.pipeline import UserError
     tensors = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
     if not tensors:
-        raise UserError("InputError", "training: no output requires grad, so there is no backward to compile")
+        raise UserError(ErrorKind.InputError, "training: no output requires grad, so there is no backward to compile")
     return sum(t.sum() for t in tensors)
 
 
@@ -45,8 +47,8 @@ def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any
              else f"host CPU ({torch.get_num_threads()} threads), blocks of calls of about 10 ms each, "
                   f"timed with the garbage collector off (timeit)")
     result: dict[str, Any] = {"where": where, "what": "forward + backward" if training else "forward",
-                              "statistic": "median over the timed blocks of the time per call, after warm-up; spread is "
-                                           "the IQR of the blocks",
+                              "statistic": "median over the timed blocks of the time per call, after warm-up; "
+                                           "spread is the IQR of the blocks",
                               "seconds_per_side": seconds}
     outputs: dict[str, Any] = {}
     with captured_stdout(CappedText(0)):  # prints inside forward would flood the output

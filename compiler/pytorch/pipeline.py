@@ -18,10 +18,21 @@ import os
 import time
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
-from compiler.pytorch import artifact_logs, compile_only, entry_points, estimates, export, gpu_codegen, measure, \
-    spare_warmup, toolchain_cache, trace_stages
+from compiler.pytorch import (
+    artifact_logs,
+    compile_only,
+    entry_points,
+    estimates,
+    export,
+    gpu_codegen,
+    measure,
+    spare_warmup,
+    toolchain_cache,
+    trace_stages,
+)
 from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
@@ -146,8 +157,8 @@ class PyTorchPipeline(Pipeline):
         for key, value in options["inductor_config"].items():
             _set_config(inductor_config, key, value)
         if options["export"] and options["training"]:
-            raise UserError("OptionError", "export and training do not combine: torch.export captures inference "
-                                           "graphs for AOTInductor")
+            raise UserError(ErrorKind.OptionError, "export and training do not combine: torch.export captures "
+                                                   "inference graphs for AOTInductor")
         gpu = None  # the virtual GPU, when the target is a GPU this worker does not have
         if options["target"] != "host":
             if torch.cuda.is_available():
@@ -171,11 +182,12 @@ class PyTorchPipeline(Pipeline):
         printed += built_output
         bundle.timing("run_mode", run_mode.to_json())
         if run_mode.compile_only and options["export"]:
-            raise UserError("OptionError", "export: AOTInductor packages the weights' values and loads the package "
-                                           f"to run it; this job is {run_mode.sentence}, so use export=false")
+            raise UserError(ErrorKind.OptionError, "export: AOTInductor packages the weights' values and loads the "
+                                                   f"package to run it; this job is {run_mode.sentence}, so use "
+                                                   "export=false")
         if run_mode.compile_only and str(options["mode"]).startswith("max-autotune"):
-            raise UserError("OptionError", "max-autotune benchmarks candidate kernels on real tensors of these "
-                                           f"shapes; this job is {run_mode.sentence}, so use mode=default")
+            raise UserError(ErrorKind.OptionError, "max-autotune benchmarks candidate kernels on real tensors of these "
+                                                   f"shapes; this job is {run_mode.sentence}, so use mode=default")
         if options["target"] != "host" and gpu is None:
             if run_mode.compile_only:
                 with mode:
@@ -195,7 +207,7 @@ class PyTorchPipeline(Pipeline):
             model, backend=backend, mode=compile_mode, dynamic=dynamic, fullgraph=options["fullgraph"])
         bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)" + (" on fake tensors" if run_mode.compile_only
                                                                          else ""))
-        sink = CappedText(ctx.limits.output_bytes)
+        sink = CappedText(ctx.settings.output_bytes)
         capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes")) if gpu is not None else None
         notes = [compile_only.NOTE] if run_mode.compile_only else []
         if gpu is not None:
@@ -248,12 +260,12 @@ class PyTorchPipeline(Pipeline):
         # Every stage is in the bundle (and so reaches the page) before the measurement starts.
         bundle.progress("timing eager and compiled calls")
         try:
-            run = measure.measure(model, compiled, inputs, options["training"], torch, ctx.limits.measure_s)
+            run = measure.measure(model, compiled, inputs, options["training"], torch, ctx.settings.measure_s)
         except BaseException as e:  # noqa: BLE001 - the stages stay; the measurement's failure is the job's
             if isinstance(e, KeyboardInterrupt):
                 raise
-            raise _explained(user_error(e, path, ctx.limits, "UserCodeError", during="timing eager and compiled calls"),
-                             _RUN_TOO_BIG) from e
+            raise _explained(user_error(e, path, ctx.settings, ErrorKind.UserCodeError,
+                                        during="timing eager and compiled calls"), _RUN_TOO_BIG) from e
         kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", kernels)
         bundle.timing("run", run)
@@ -267,7 +279,7 @@ def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobConte
     (the functions called again, for real). Returns (run mode, model, inputs, what the kept build
     printed)."""
     ctx.bundle.progress("measuring the inputs and parameters (fake tensors)")
-    sizing_output = CappedText(ctx.limits.output_bytes)
+    sizing_output = CappedText(ctx.settings.output_bytes)
     try:
         with captured_stdout(sizing_output):
             model, inputs = program.build(mode)
@@ -278,7 +290,7 @@ def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobConte
         if isinstance(e, KeyboardInterrupt):
             raise
         raise _fake_build_error(e, path, ctx) from e
-    run_mode = entry_points.choose(options["run"], sizes, ctx.limits.memory_mb, ctx.limits.run_memory_percent,
+    run_mode = entry_points.choose(options["run"], sizes, ctx.settings.memory_limit_mb, ctx.settings.run_memory_percent,
                                    gpu.name if gpu is not None else None)
     if run_mode.compile_only:
         with mode:  # a model or inputs given as values were built for real: fake copies of them
@@ -287,19 +299,19 @@ def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobConte
     if not (program.builds_model or program.builds_inputs):
         return run_mode, model, inputs, sizing_output.getvalue()
     ctx.bundle.progress("building the inputs and parameters")
-    real_output = CappedText(ctx.limits.output_bytes)
+    real_output = CappedText(ctx.settings.output_bytes)
     try:
         with captured_stdout(real_output):
             model, inputs = program.build(None)
     except BaseException as e:  # noqa: BLE001
         if isinstance(e, KeyboardInterrupt):
             raise
-        raise _explained(user_error(e, path, ctx.limits), _RUN_TOO_BIG) from e
+        raise _explained(user_error(e, path, ctx.settings), _RUN_TOO_BIG) from e
     return run_mode, model, inputs, real_output.getvalue()
 
 
 def _fake_build_error(exc: BaseException, path: str, ctx: JobContext) -> UserError:
-    error = user_error(exc, path, ctx.limits)
+    error = user_error(exc, path, ctx.settings)
     if compile_only.is_data_dependent(exc):
         error = UserError(error.error.kind, error.error.message + " (irscope calls get_inputs/get_init_inputs and "
                           "example_inputs under a FakeTensorMode to learn the inputs' sizes without allocating "
@@ -309,7 +321,7 @@ def _fake_build_error(exc: BaseException, path: str, ctx: JobContext) -> UserErr
 
 def _compile_error(exc: BaseException, path: str, ctx: JobContext, run_mode: entry_points.RunMode) -> UserError:
     """The job's error for an exception from the compile (or the user's code run by it)."""
-    error = user_error(exc, path, ctx.limits, _error_kind(exc))
+    error = user_error(exc, path, ctx.settings, _error_kind(exc))
     if run_mode.compile_only and compile_only.is_data_dependent(exc):
         return _explained(error, f"{run_mode.sentence}: the inputs are fake tensors, which have no values, so code "
                                  "that reads a tensor's value (a Python branch on it, .item(), .tolist()) cannot run; "
@@ -331,7 +343,7 @@ _RUN_TOO_BIG = "with run: compile-only irscope compiles every stage on fake tens
 def _explained(error: UserError, explanation: str) -> UserError:
     """`error` with `explanation` appended when it is a MemoryLimit (and always for other texts
     passed by the compile-only checks above)."""
-    if error.error.kind != "MemoryLimit" and explanation in (_VALUE_TOO_BIG, _RUN_TOO_BIG):
+    if error.error.kind != ErrorKind.MemoryLimit and explanation in (_VALUE_TOO_BIG, _RUN_TOO_BIG):
         return error
     explained = UserError(error.error.kind, f"{error.error.message} ({explanation})", error.error.line)
     explained.output = error.output
@@ -362,21 +374,22 @@ def _set_config(config: Any, key: str, value: Any) -> None:
     for section in sections:
         target = getattr(target, section, None)
         if target is None:
-            raise UserError("OptionError", f"inductor_config: torch._inductor.config has no section {section!r}")
+            raise UserError(ErrorKind.OptionError,
+                            f"inductor_config: torch._inductor.config has no section {section!r}")
     if not hasattr(target, name):
-        raise UserError("OptionError", f"inductor_config: torch._inductor.config has no {key!r}")
+        raise UserError(ErrorKind.OptionError, f"inductor_config: torch._inductor.config has no {key!r}")
     current = getattr(target, name)
     if current is not None and value is not None and not isinstance(value, type(current)) \
             and not (isinstance(current, float) and isinstance(value, int)):
-        raise UserError("OptionError", f"inductor_config[{key!r}] takes a {type(current).__name__} "
-                                       f"(now {current!r}), not {value!r}")
+        raise UserError(ErrorKind.OptionError, f"inductor_config[{key!r}] takes a {type(current).__name__} "
+                                               f"(now {current!r}), not {value!r}")
     setattr(target, name, value)
 
 
-def _error_kind(exc: BaseException) -> str:
+def _error_kind(exc: BaseException) -> ErrorKind:
     module = type(exc).__module__ or ""
-    return "CompileError" if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
-        else "UserCodeError"
+    return ErrorKind.CompileError if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
+        else ErrorKind.UserCodeError
 
 
 def _write_estimates(bundle: Bundle, graphs: list[estimates.GraphEstimates], trace_ids: list[str]) -> None:

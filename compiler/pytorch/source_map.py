@@ -63,7 +63,8 @@ def merge_node_lines(*maps: dict[str, set[int]]) -> dict[str, set[int]]:
 _TRACE_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
-def kernel_lines_from_provenance(stack_traces: dict[str, list[str]], user_paths: tuple[str, ...]) -> dict[str, set[int]]:
+def kernel_lines_from_provenance(stack_traces: dict[str, list[str]],
+                                 user_paths: tuple[str, ...]) -> dict[str, set[int]]:
     """Kernel name -> user lines, from Inductor's `inductor_provenance_tracking_kernel_stack_traces`
     artifact (keys are "kernel_name:debug_handle"; values are Python stack-trace texts)."""
     out: dict[str, set[int]] = {}

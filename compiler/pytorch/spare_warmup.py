@@ -17,7 +17,7 @@ undoes everything of that compile that could reach the job:
 - the warm-up's Inductor and Triton caches live in a directory of their own, deleted afterwards;
 - the random number generators (Python's, torch's, numpy's) are put back as they were, and
   Python forgets which warnings it showed;
-- what it printed goes to a scratch file, not to the job's worker log (compiler/worker.py).
+- what it printed goes to a scratch file, not to the job's worker log (compiler/sandbox_entry.py).
 
 What is kept depends only on the toolchain and the host: imported modules, registered patterns,
 the ISA probe results, the precompiled header. tests/test_pytorch_pipeline.py compiles the same

@@ -22,7 +22,8 @@ from typing import Any
 
 from compiler import graph_drawing
 from compiler.pipeline import Bundle
-from compiler.pytorch import fx_graph_dot, guards as dynamo_guards
+from compiler.pytorch import fx_graph_dot
+from compiler.pytorch import guards as dynamo_guards
 from compiler.pytorch import source_map as torch_source_map
 from compiler.pytorch import trace as torch_trace
 
@@ -134,7 +135,8 @@ class TraceStages:
             if explained is not None:
                 recompile = " (recompile)" if explained["recompile"] else ""
                 self._add(f"dynamo.guards_explained:{cid}", f"Guards explained [{cid}]{recompile}", "Dynamo", "guards",
-                          explained, [], {"recompile": bool(explained["recompile"]), "guards": len(explained["guards"])})
+                          explained, [],
+                          {"recompile": bool(explained["recompile"]), "guards": len(explained["guards"])})
 
     def finish(self, log_texts: dict[tuple[str, str], str]) -> None:
         """Write what is still held, then the stages only the whole trace can say: recompiles,

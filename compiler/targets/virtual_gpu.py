@@ -105,7 +105,7 @@ def _compile_only_driver_class(target: GpuTarget) -> type:
     class CompileOnlyDriver(vendor):  # type: ignore[misc, valid-type]
         """A Triton driver with a target and no device: compilation works, launching does not."""
 
-        def __init__(self, target: Any):  # noqa: super().__init__ would load the CUDA/HIP runtime
+        def __init__(self, target: Any):  # super().__init__ is not called: it would load the CUDA/HIP runtime
             self.target = target
 
         @classmethod

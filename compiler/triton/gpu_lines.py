@@ -23,7 +23,8 @@ import os
 import re
 from typing import Iterable
 
-from compiler.mlir_text import Chain, Frame, SourceMap, same_file as _same_file
+from compiler.mlir_text import Chain, Frame, SourceMap
+from compiler.mlir_text import same_file as _same_file
 
 _LLVM_META = re.compile(r"^(![0-9]+)\s*=\s*(?:distinct\s+)?!(\w+)\((.*)\)\s*$")
 _LLVM_FIELD = re.compile(r'(\w+):\s*("(?:[^"\\]|\\.)*"|![0-9]+|[^,]+)')

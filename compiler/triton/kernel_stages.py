@@ -10,11 +10,11 @@ from typing import Any, Callable
 
 import msgspec
 
-from compiler import formats, mlir_text
+from compiler import formats, mlir_passes, mlir_text
+from compiler.nvidia_tools import cubin_resource_usage, disassemble_sass
 from compiler.pipeline import Bundle
-from compiler.triton import gpu_lines, mlir_passes
+from compiler.triton import gpu_lines
 from compiler.triton.capture import MLIR_STAGES, CompiledRecord
-from compiler.triton.nvidia_tools import cubin_resource_usage, disassemble_sass
 
 
 def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:

@@ -19,6 +19,7 @@ import os
 import re
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target
@@ -61,6 +62,7 @@ class TritonPipeline(Pipeline):
     key = "triton"
     title = "Triton"
     editor_mode = "python"
+    source_markers = ("@triton.jit",)
     toolchain_packages = ("triton", "torch")
     example = EXAMPLE
     # A spare worker imports these before its job (environment() does not depend on the request);
@@ -92,7 +94,7 @@ class TritonPipeline(Pipeline):
         try:
             compile(request.source, path, "exec")
         except SyntaxError as e:
-            raise UserError("SyntaxError", f"line {e.lineno}: {e.msg}", e.lineno) from None
+            raise UserError(ErrorKind.SyntaxError, f"line {e.lineno}: {e.msg}", e.lineno) from None
 
         import warnings
 
@@ -113,7 +115,7 @@ class TritonPipeline(Pipeline):
 
         capture = KernelCapture(os.path.join(workdir, "mlir-passes"))
         recorder = LaunchRecorder(path, execute)
-        sink = user_code.CappedText(ctx.limits.output_bytes)
+        sink = user_code.CappedText(ctx.settings.output_bytes)
         error: UserError | None = None
         namespace: dict[str, Any] = {}
         with contextlib.ExitStack() as stack:
@@ -131,7 +133,7 @@ class TritonPipeline(Pipeline):
                     namespace = runpy.run_path(path, run_name="__main__")
             except SystemExit as e:
                 if e.code not in (None, 0):
-                    error = UserError("UserCodeError", f"the program called exit({e.code})", None)
+                    error = UserError(ErrorKind.UserCodeError, f"the program called exit({e.code})", None)
             except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
                 if isinstance(e, KeyboardInterrupt):
                     raise
@@ -146,21 +148,22 @@ class TritonPipeline(Pipeline):
         if error is not None:
             raise error
         if not capture.ordered():
-            raise UserError("InputError", "the program compiled no Triton kernel: launch one with kernel[grid](...) "
-                            "or compile one with kernel.warmup(...)", None)
+            raise UserError(ErrorKind.InputError, "the program compiled no Triton kernel: launch one with "
+                                                  "kernel[grid](...) or compile one with kernel.warmup(...)", None)
         del namespace
 
     def _error(self, exc: BaseException, path: str, execute: bool, ctx: JobContext) -> UserError:
-        from compiler import user_code
         from triton.compiler.errors import CompilationError
+
+        from compiler import user_code
         # Triton's compile errors point into the kernel's own source; turn that into the file's line
         current: BaseException | None = exc
         while current is not None:
             if isinstance(current, CompilationError):
                 line = self._compile_error_line(current, path)
-                return UserError("CompileError", f"line {line}: {current}" if line else str(current), line)
+                return UserError(ErrorKind.CompileError, f"line {line}: {current}" if line else str(current), line)
             current = current.__cause__ or current.__context__
-        error = user_code.user_error(exc, path, ctx.limits)
+        error = user_code.user_error(exc, path, ctx.settings)
         message = f"{type(exc).__name__}: {exc}"
         if not execute and re.search(r"DataDependent|data-dependent|not linked with support for cuda|"
                                      r"FakeTensor|Cannot access data pointer|item\(\)", message):

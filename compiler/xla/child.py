@@ -21,6 +21,7 @@ import time
 import traceback
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.xla import hlo_text
 from compiler.xla.errors import hlo_error_line, input_names
 
@@ -35,9 +36,11 @@ def phase(text: str) -> None:
 
 
 class ChildError(Exception):
-    def __init__(self, kind: str, message: str, line: int | None = None):
+    """`at`: "compile" for XLA's compile failing (the pipeline reads the message for its input)."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None, at: str = ""):
         super().__init__(message)
-        self.kind, self.message, self.line = kind, message, line
+        self.kind, self.message, self.line, self.at = kind, message, line, at
 
 
 def _mlir_text(bytecode_or_text: Any) -> str:
@@ -57,54 +60,56 @@ def _partition_counts(mlir: str, default_partitions: int) -> tuple[int, int]:
     return (int(reps.group(1)) if reps else 1, int(parts.group(1)) if parts else default_partitions)
 
 
-def lower(job: dict[str, Any]) -> dict[str, Any]:
-    """The StableHLO the compile starts from, per input language."""
-    language, source = job["language"], job["source"]
-    devices = int(job["options"].get("devices", 8))
-    if language == "hlo":
-        import jax.extend.mlir as jax_mlir
-        import jaxlib._hlo as hlo
-        phase("parsing the HLO module")
-        try:
-            module = hlo.hlo_module_from_text(source)
-        except Exception as e:  # noqa: BLE001 - XLA's parser reports through one exception type
-            message = str(e)
-            raise ChildError("SyntaxError", message, hlo_error_line(message, input_names(source))) from None
-        phase("converting the HLO module to StableHLO")
-        try:
-            bytecode = jax_mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-        except Exception as e:  # noqa: BLE001 - the importer checks what the parser let through
-            message = str(e)
-            raise ChildError("CompileError", message, hlo_error_line(message, input_names(source))) from None
-        text = _mlir_text(bytecode)
-        return {"mlir": bytecode, "stablehlo": text, "replicas": 1, "partitions": devices, "shardy": False}
-    if language == "stablehlo":
-        replicas, partitions = _partition_counts(source, devices)
-        return {"mlir": source, "stablehlo": source, "replicas": replicas, "partitions": partitions,
-                "shardy": "sdy." in source}
-    if language == "jax":
-        return lower_jax(job)
-    raise ChildError("InputError", f"unknown language {language!r}")
+def lower_hlo(job: dict[str, Any]) -> dict[str, Any]:
+    """HLO text -> StableHLO, through XLA's own parser and jax's importer."""
+    import jax.extend.mlir as jax_mlir
+    import jaxlib._hlo as hlo
+    source = job["source"]
+    phase("parsing the HLO module")
+    try:
+        module = hlo.hlo_module_from_text(source)
+    except Exception as e:  # noqa: BLE001 - XLA's parser reports through one exception type
+        message = str(e)
+        raise ChildError(ErrorKind.SyntaxError, message, hlo_error_line(message, input_names(source))) from None
+    phase("converting the HLO module to StableHLO")
+    try:
+        bytecode = jax_mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    except Exception as e:  # noqa: BLE001 - the importer checks what the parser let through
+        message = str(e)
+        raise ChildError(ErrorKind.CompileError, message, hlo_error_line(message, input_names(source))) from None
+    text = _mlir_text(bytecode)
+    return {"mlir": bytecode, "stablehlo": text, "replicas": 1, "partitions": int(job["options"].get("devices", 8)),
+            "shardy": False}
+
+
+def lower_stablehlo(job: dict[str, Any]) -> dict[str, Any]:
+    """StableHLO text is compiled as it is; its module attributes say how many partitions."""
+    source = job["source"]
+    replicas, partitions = _partition_counts(source, int(job["options"].get("devices", 8)))
+    return {"mlir": source, "stablehlo": source, "replicas": replicas, "partitions": partitions,
+            "shardy": "sdy." in source}
 
 
 def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     """Run the user's file (a real file, so tracebacks name its lines), then jit-lower `fn`."""
     import jax
+
     from compiler import user_code
-    from compiler.pipeline import JobLimits, UserError
-    limits = JobLimits.from_json(job.get("limits") or {})
+    from compiler.model import JobSettings
+    from compiler.pipeline import UserError
+    settings = JobSettings.from_json(job.get("settings") or {})
     path = job["user_file"]
     phase("running your program")
     try:
-        namespace, printed = user_code.run_user_file(path, limits)
+        namespace, printed = user_code.run_user_file(path, settings)
     except UserError as e:
         raise ChildError(e.error.kind, e.error.message, e.error.line) from None
     fn, args = namespace.get("fn"), namespace.get("example_args")
     if not callable(fn):
-        raise ChildError("InputError", "the program must define a function named `fn`")
+        raise ChildError(ErrorKind.InputError, "the program must define a function named `fn`")
     if args is None:
-        raise ChildError("InputError", "the program must define `example_args`: a tuple of arrays or "
-                                       "jax.ShapeDtypeStruct")
+        raise ChildError(ErrorKind.InputError, "the program must define `example_args`: a tuple of arrays or "
+                                               "jax.ShapeDtypeStruct")
     if not isinstance(args, (tuple, list)):
         args = (args,)
     t0 = time.perf_counter()
@@ -116,7 +121,7 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
         lowered = traced.lower(lowering_platforms=platforms) if platforms else traced.lower()
         text = lowered.as_text(debug_info=True)
     except Exception as e:  # noqa: BLE001 - tracing runs user code
-        err = user_code.user_error(e, path, limits)
+        err = user_code.user_error(e, path, settings)
         raise ChildError(err.error.kind, err.error.message, err.error.line) from None
     replicas, partitions = _partition_counts(text, 1)
     return {"mlir": text, "stablehlo": text, "replicas": replicas, "partitions": partitions,
@@ -154,7 +159,6 @@ def _ir_module(mlir: Any) -> Any:
 
 
 def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
-    import jax
     import jax.extend.backend as jax_backend
     from jaxlib import _jax
     gpu = job.get("target", "cpu") != "cpu"
@@ -165,8 +169,8 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
         backend = jax_backend.get_backend()
         available = backend.devices()
     if count > len(available):
-        raise ChildError("InputError", f"the module needs {count} devices (num_replicas x num_partitions) but "
-                                       f"the devices option gives {len(available)}")
+        raise ChildError(ErrorKind.InputError, f"the module needs {count} devices (num_replicas x num_partitions) but "
+                                               f"the devices option gives {len(available)}")
     devices = available[:count]
     user_options = dict(job["options"].get("xla_options") or {})
     pass_lists = {k: user_options.pop(k) for k in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only")
@@ -199,11 +203,9 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
         _stop_trace(session)
         message = str(e)
         if "No such compile option" in message or "is not a valid" in message:
-            raise ChildError("OptionError", message) from None
-        names = input_names(job["source"]) if job["language"] == "hlo" else None
-        line = hlo_error_line(message, names) if job["language"] != "jax" else None
-        kind = "SyntaxError" if job["language"] == "stablehlo" and "Failed to parse" in message else "CompileError"
-        raise ChildError(kind, message, line) from None
+            raise ChildError(ErrorKind.OptionError, message) from None
+        # The pipeline finds the line and the kind, as its input language reads XLA's message.
+        raise ChildError(ErrorKind.CompileError, message, None, at="compile") from None
     compile_ms = (time.perf_counter() - t0) * 1e3
     lowered["trace"] = _stop_trace(session)
     return exe, devices, backend, compile_ms
@@ -301,8 +303,10 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
         else:
             params = [f"  p{k} = {shapes.get(o, 'f32[]')} parameter({k})" for k, o in enumerate(ins.operands)]
             attrs = ", ".join(f"{k}={v}" for k, v in ins.attrs.items() if k != "sharding")
-            root = f"  ROOT {ins.name} = {ins.shape} {ins.opcode}({', '.join(f'p{k}' for k in range(len(ins.operands)))})"
-        text = "\n\n".join([header] + reached(ins) + ["ENTRY cost_entry {\n" + "\n".join(params + [root + (", " + attrs if attrs else "")]) + "\n}"])
+            operands = ", ".join(f"p{k}" for k in range(len(ins.operands)))
+            root = f"  ROOT {ins.name} = {ins.shape} {ins.opcode}({operands})"
+        entry = "ENTRY cost_entry {\n" + "\n".join(params + [root + (", " + attrs if attrs else "")]) + "\n}"
+        text = "\n\n".join([header] + reached(ins) + [entry])
         record: dict[str, Any] = {"name": ins.name, "opcode": ins.opcode, "line": ins.line}
         try:
             costs = _jax.hlo_module_cost_analysis(backend, hlo.hlo_module_from_text(text))
@@ -315,7 +319,6 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
 
 
 def _random_array(rng: Any, shape: hlo_text.ArrayShape) -> Any:
-    import numpy as np
     import ml_dtypes  # noqa: F401 - registers bf16 and friends with numpy (a jax dependency)
     dims = shape.dims
     if shape.dtype == "pred":
@@ -380,6 +383,10 @@ def time_execution(exe: Any, devices: list, before_optimizations: str, repeats: 
             "inputs": "random (seed 0): standard normal floats, integers in [0, 8)"}
 
 
+# How each input language reaches StableHLO (the key is the pipeline's).
+LOWERINGS = {"hlo": lower_hlo, "stablehlo": lower_stablehlo, "jax": lower_jax}
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as f:
         job = json.load(f)
@@ -387,7 +394,7 @@ def main(argv: list[str]) -> int:
     _WORKDIR = job["workdir"]
     result_path = os.path.join(job["workdir"], RESULT)
     try:
-        lowered = lower(job)
+        lowered = LOWERINGS[job["language"]](job)
         exe, devices, backend, compile_ms = compile_module(job, lowered)
         import jax.extend.backend as jax_backend
         import jaxlib._hlo as hlo
@@ -428,9 +435,9 @@ def main(argv: list[str]) -> int:
             except Exception as e:  # noqa: BLE001 - a failed timing run must not lose the compile
                 result["run"] = {"skipped": f"{type(e).__name__}: {e}"[:500]}
     except ChildError as e:
-        result = {"error": {"kind": e.kind, "message": e.message[:8000], "line": e.line}}
-    except Exception as e:  # noqa: BLE001 - reported to the pipeline as an internal failure
-        result = {"error": {"kind": "InternalError", "message": traceback.format_exc()[-4000:], "line": None}}
+        result = {"error": {"kind": e.kind, "message": e.message[:8000], "line": e.line, "at": e.at}}
+    except Exception:  # noqa: BLE001 - reported to the pipeline as an internal failure
+        result = {"error": {"kind": ErrorKind.InternalError, "message": traceback.format_exc()[-4000:], "line": None}}
     tmp = result_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result, f)

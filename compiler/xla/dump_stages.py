@@ -94,7 +94,8 @@ def memory_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, st
     if not index.buffer_assignment:
         return
     ba_text = read_text(os.path.join(dump_dir, index.buffer_assignment))
-    bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text, meta={"xla_memory_stats": stats})
+    bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text,
+               meta={"xla_memory_stats": stats})
     if not index.live_range:
         return
     timeline = memory.memory_timeline(memory.parse_buffer_assignment(ba_text),
@@ -144,8 +145,8 @@ def write_dump_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str
     pass_stages(bundle, index, dump_dir, before_text, lambda text: [], [])
     partitioned = [s for s in index.snapshots if s.after == "spmd-partitioning"]
     if partitioned:
-        bundle.add("xla.spmd", "Partitioned HLO", "SPMD", "hlo", read_text(os.path.join(dump_dir, partitioned[-1].file)),
-                   meta={"snapshot": partitioned[-1].file})
+        text = read_text(os.path.join(dump_dir, partitioned[-1].file))
+        bundle.add("xla.spmd", "Partitioned HLO", "SPMD", "hlo", text, meta={"snapshot": partitioned[-1].file})
     if index.after_optimizations:
         optimized = read_text(os.path.join(dump_dir, index.after_optimizations))
         bundle.add("xla.optimized", "Optimized HLO", "XLA", "hlo", optimized,

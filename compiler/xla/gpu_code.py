@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from compiler.triton.mlir_passes import parse_dumps
+from compiler.mlir_passes import parse_dumps
 from compiler.xla.hlo_text import HloText, parse_metadata
 
 _TRITON_KINDS = {"__triton_gemm": "Triton GEMM", "__triton_nested_gemm_fusion": "Triton GEMM (nested)",
@@ -99,8 +99,8 @@ def ptx_target(ptx: str) -> str | None:
 
 def sass_of_ptx(ptx: str, ptxas: str, workdir: str) -> tuple[str, str]:
     """(SASS listing, what ran): the PTX assembled by `ptxas` for its own `.target` (as XLA
-    assembles it), then listed by nvdisasm from the Triton wheel (compiler/triton/nvidia_tools)."""
-    from compiler.triton.nvidia_tools import disassemble_sass
+    assembles it), then listed by nvdisasm from the Triton wheel (compiler/nvidia_tools.py)."""
+    from compiler.nvidia_tools import disassemble_sass
     arch = ptx_target(ptx)
     if arch is None:
         return "// the PTX names no .target\n", ""

@@ -23,13 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from compiler import graph_drawing
+from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
 from compiler.targets.xla_gpu import XLA_GPU_TARGETS, describe_xla_gpu_target, get_xla_gpu_target, virtual_note
 from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, sharding, source_map, traces
-from compiler.xla.protos import parse_text_proto
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
 from compiler.xla.options import validate_xla_options
+from compiler.xla.protos import parse_text_proto
 
 # The child's wall limit; the sandbox's own limits (settings table) are normally hit first.
 CHILD_TIMEOUT_S = 900
@@ -55,7 +56,8 @@ ENTRY main {
   add = f32[64,256] add(dot, bias)
   act = f32[64,256] tanh(add)
   zero = f32[] constant(0)
-  ROOT sum = f32[64] reduce(act, zero), dimensions={1}, to_apply=add_f32, sharding={devices=[4,2]<=[8] last_tile_dim_replicate}
+  ROOT sum = f32[64] reduce(act, zero), dimensions={1}, to_apply=add_f32,
+    sharding={devices=[4,2]<=[8] last_tile_dim_replicate}
 }
 '''
 
@@ -63,7 +65,8 @@ STABLEHLO_EXAMPLE = '''module @sharded_matmul attributes {mhlo.num_partitions = 
   func.func public @main(%x: tensor<64x128xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"},
                          %w: tensor<128x256xf32> {mhlo.sharding = "{replicated}"})
       -> (tensor<64x256xf32> {mhlo.sharding = "{devices=[1,8]<=[8]}"}) {
-    %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<64x128xf32>, tensor<128x256xf32>) -> tensor<64x256xf32>
+    %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+        : (tensor<64x128xf32>, tensor<128x256xf32>) -> tensor<64x256xf32>
     %1 = stablehlo.logistic %0 : tensor<64x256xf32>
     return %1 : tensor<64x256xf32>
   }
@@ -155,9 +158,38 @@ def _read(path: str, limit: int | None = None) -> str:
 
 
 class XlaPipeline(Pipeline):
-    """Shared by the three input languages; subclasses set the key and the example."""
+    """Shared by the three input languages; each subclass says how its input reaches StableHLO
+    and how XLA's messages and locations map back to it (the hooks below)."""
 
     options = _OPTIONS
+    stablehlo_note = ""  # how the StableHLO stage was made from the input
+
+    # --- the input language's hooks ---------------------------------------------------------
+
+    def write_input(self, source: str, work: str) -> dict[str, Any]:
+        """Files the child needs for the input, as fields of its job."""
+        return {}
+
+    def user_file(self, work: str) -> str | None:
+        """The file name XLA's locations give the user's input (None: they name none)."""
+        return None
+
+    def input_names(self, source: str) -> dict[str, int] | None:
+        """Instruction name -> the line of the input defining it, for inputs that name them."""
+        return None
+
+    def stablehlo_map(self, stablehlo: str, user_file: str | None, names: dict[str, int] | None,
+                      lines: int) -> list[list[int]]:
+        """The StableHLO stage's lines -> the input's lines."""
+        return source_map.mlir_source_map(stablehlo, user_file)
+
+    def error_line(self, message: str, source: str) -> int | None:
+        """The input's line an XLA error message points at."""
+        return hlo_error_line(message)
+
+    def compile_error_kind(self, message: str) -> ErrorKind:
+        """The kind of error XLA's compile failing with `message` is, for this input."""
+        return ErrorKind.CompileError
     # the GPU targets compile with the plugin's XLA:GPU and the wheel's ptxas
     toolchain_packages = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12")
 
@@ -171,18 +203,16 @@ class XlaPipeline(Pipeline):
     def _compile(self, request: Request, work: str, ctx: JobContext) -> dict[str, Any]:
         bundle = ctx.bundle
         job = {"language": self.key, "source": request.source, "options": dict(request.options),
-               "workdir": work, "dump_dir": os.path.join(work, "dump"), "run": bool(request.options.get("time_run", True)),
-               "limits": ctx.limits.to_json()}
+               "workdir": work, "dump_dir": os.path.join(work, "dump"),
+               "run": bool(request.options.get("time_run", True)),
+               "settings": ctx.settings.to_json()}
         target = request.options.get("target", "cpu")
         job["target"] = target
         if target != "cpu":
             gpu = get_xla_gpu_target(target)
             job.update(target_config=gpu.config_path, target_product=gpu.product, real_gpu=_has_nvidia_gpu(),
                        run=False)
-        if self.key == "jax":
-            job["user_file"] = os.path.join(work, "user_program.py")
-            with open(job["user_file"], "w", encoding="utf-8") as f:
-                f.write(request.source)
+        job.update(self.write_input(request.source, work))
         job_path = os.path.join(work, "job.json")
         with open(job_path, "w", encoding="utf-8") as f:
             json.dump(job, f)
@@ -196,7 +226,7 @@ class XlaPipeline(Pipeline):
             proc = subprocess.run([sys.executable, "-m", "compiler.xla.child", job_path], cwd=work, env=env,
                                   capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise UserError("CompileTimeout", f"XLA did not finish within {CHILD_TIMEOUT_S} s") from None
+            raise UserError(ErrorKind.CompileTimeout, f"XLA did not finish within {CHILD_TIMEOUT_S} s") from None
         wall_ms = (time.perf_counter() - t0) * 1e3
         result_path = os.path.join(work, "result.json")
         if not os.path.exists(result_path):
@@ -204,18 +234,19 @@ class XlaPipeline(Pipeline):
             if message is None:
                 raise RuntimeError(f"the XLA child process exited with status {proc.returncode}: "
                                    f"{proc.stderr[-2000:]}")
-            line = None
-            if self.key == "hlo":
-                line = hlo_error_line(message, input_names(request.source))
+            line = self.error_line(message, request.source)
             phase_path = os.path.join(work, "phase.txt")
             doing = _read(phase_path).strip() if os.path.exists(phase_path) else "starting"
-            raise UserError("CompileError", f"XLA aborted while {doing}: {message}", line)
+            raise UserError(ErrorKind.CompileError, f"XLA aborted while {doing}: {message}", line)
         with open(result_path, encoding="utf-8") as f:
             result = json.load(f)
         if "error" in result:
             e = result["error"]
-            if e["kind"] == "InternalError":
+            if e["kind"] == ErrorKind.InternalError:
                 raise RuntimeError(e["message"])
+            if e.get("at") == "compile" and e["kind"] == ErrorKind.CompileError:
+                raise UserError(self.compile_error_kind(e["message"]), e["message"],
+                                self.error_line(e["message"], request.source))
             raise UserError(e["kind"], e["message"], e.get("line"))
         result["child_ms"] = wall_ms
         return result
@@ -232,34 +263,25 @@ class XlaPipeline(Pipeline):
 
     def _run(self, request: Request, ctx: JobContext, work: str) -> None:
         bundle = ctx.bundle
-        lexer = {"hlo": "hlo", "stablehlo": "mlir", "jax": "python"}[self.key]
         lines = request.source.count("\n") + 1
-        bundle.add("xla.input", "Input", "Input", lexer, request.source, source_map=[[n, n] for n in range(1, lines + 1)])
+        bundle.add("xla.input", "Input", "Input", self.lexer, request.source,
+                   source_map=[[n, n] for n in range(1, lines + 1)])
         result = self._compile(request, work, ctx)
         target = result.get("target", "cpu")
         gpu = get_xla_gpu_target(target) if target != "cpu" else None
         if gpu is not None:
             bundle.timing("target", describe_xla_gpu_target(gpu, int(result["devices"]), result.get("real_device")))
-        # MLIR text parsed by XLA gets locations in file "-": its HLO metadata points there.
-        user_file = {"jax": os.path.join(work, "user_program.py"), "stablehlo": "-"}.get(self.key)
-        names = ({i.name: i.line for i in hlo_text.parse_hlo_text(request.source).instructions()}
-                 if self.key == "hlo" else None)
+        user_file = self.user_file(work)
+        names = self.input_names(request.source)
 
         def hlo_map(text: str) -> list[list[int]]:
             return source_map.hlo_source_map(hlo_text.parse_hlo_text(text), user_file, names, text)
 
         # StableHLO
         stablehlo = result["stablehlo"]
-        if self.key == "stablehlo":
-            smap = [[n, n] for n in range(1, lines + 1)]
-        elif self.key == "jax":
-            smap = source_map.mlir_source_map(stablehlo, user_file)
-        else:
-            smap = source_map.mlir_name_map(stablehlo, names or {})
-        bundle.add("xla.stablehlo", "StableHLO", "Input", "mlir", stablehlo, source_map=smap,
-                   meta={"note": {"hlo": "converted from your HLO by jax.extend.mlir.hlo_to_stablehlo",
-                                  "stablehlo": "your input, compiled as is",
-                                  "jax": "jax.jit(fn).lower(*example_args).as_text(debug_info=True)"}[self.key]})
+        bundle.add("xla.stablehlo", "StableHLO", "Input", "mlir", stablehlo,
+                   source_map=self.stablehlo_map(stablehlo, user_file, names, lines),
+                   meta={"note": self.stablehlo_note})
 
         bundle.progress("reading XLA's dump")
         dump_dir = os.path.join(work, "dump")
@@ -276,7 +298,8 @@ class XlaPipeline(Pipeline):
         opt_module = hlo_text.parse_hlo_text(optimized)
         opt_meta: dict[str, Any] = {"scheduled": opt_module.is_scheduled}
         if gpu is not None:
-            opt_meta["note"] = (f"XLA:GPU's optimized, scheduled module for {gpu.product} ({index.after_optimizations}); "
+            opt_meta["note"] = (f"XLA:GPU's optimized, scheduled module for {gpu.product} "
+                                f"({index.after_optimizations}); "
                                 + (virtual_note(gpu) if not result.get("real_device") else
                                    f"compiled on the worker's {result['real_device']}"))
         bundle.add("xla.optimized", "Optimized HLO", "XLA", "hlo", optimized, source_map=hlo_map(optimized),
@@ -350,7 +373,8 @@ class XlaPipeline(Pipeline):
         arrays = []
         entry = before.entry
         params = sorted((i for i in entry.instructions if i.opcode == "parameter"),
-                        key=lambda i: int(i.operands[0]) if i.operands and i.operands[0].isdigit() else 0) if entry else []
+                        key=lambda i: int(i.operands[0]) if i.operands and i.operands[0].isdigit() else 0) \
+            if entry else []
         param_shardings = result["shardings"]["parameters"]
         for k, p in enumerate(params):
             # One device: XLA drops the shardings (num_partitions=1), so the array is whole on device 0.
@@ -375,7 +399,8 @@ class XlaPipeline(Pipeline):
                     text = parsed["elements"][k]["text"]
                 arrays.append(self._array_picture("result" if len(leaves) == 1 else f"result {k}", root.name,
                                                   leaf, text, devices))
-        table = [{"name": i.name, "opcode": i.opcode, "shape": i.shape.split("{")[0] if not i.shape.startswith("(") else i.shape,
+        table = [{"name": i.name, "opcode": i.opcode,
+                  "shape": i.shape.split("{")[0] if not i.shape.startswith("(") else i.shape,
                   "sharding": i.sharding or "", "computation": i.computation, "line": i.line}
                  for i in prop_module.instructions()]
         spmd_text = _read(os.path.join(dump_dir, partitioned[-1].file)) if partitioned else ""
@@ -401,7 +426,8 @@ class XlaPipeline(Pipeline):
                 "tile_devices": parsed.get("devices"),
                 "tiles": sharding.sharding_tiles(shape.dims, parsed, devices)}
 
-    def _memory_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, result: dict[str, Any]) -> None:
+    def _memory_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str,
+                       result: dict[str, Any]) -> None:
         dump_stages.memory_stages(bundle, index, dump_dir, result["memory"])
 
     def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:
@@ -543,21 +569,68 @@ class XlaPipeline(Pipeline):
 
 
 class HloPipeline(XlaPipeline):
+    """HLO text as XLA prints it: XLA's parser reads it, jax's importer makes StableHLO of it, and
+    its instruction names (kept in XLA's metadata) lead back to its lines."""
+
     key = "hlo"
     title = "XLA HLO"
     editor_mode = "text"
+    lexer = "hlo"
+    extensions = (".hlo",)
     example = HLO_EXAMPLE
+    stablehlo_note = "converted from your HLO by jax.extend.mlir.hlo_to_stablehlo"
+
+    def input_names(self, source: str) -> dict[str, int] | None:
+        return input_names(source)
+
+    def stablehlo_map(self, stablehlo: str, user_file: str | None, names: dict[str, int] | None,
+                      lines: int) -> list[list[int]]:
+        return source_map.mlir_name_map(stablehlo, names or {})
+
+    def error_line(self, message: str, source: str) -> int | None:
+        return hlo_error_line(message, input_names(source))
 
 
 class StableHloPipeline(XlaPipeline):
+    """StableHLO (or MHLO) MLIR text, compiled as it is."""
+
     key = "stablehlo"
     title = "StableHLO (XLA)"
     editor_mode = "mlir"
+    lexer = "mlir"
+    extensions = (".mlir",)
     example = STABLEHLO_EXAMPLE
+    stablehlo_note = "your input, compiled as is"
+
+    def user_file(self, work: str) -> str | None:
+        return "-"  # MLIR text parsed by XLA gets locations in file "-": its HLO metadata points there
+
+    def stablehlo_map(self, stablehlo: str, user_file: str | None, names: dict[str, int] | None,
+                      lines: int) -> list[list[int]]:
+        return [[n, n] for n in range(1, lines + 1)]
+
+    def compile_error_kind(self, message: str) -> ErrorKind:
+        return ErrorKind.SyntaxError if "Failed to parse" in message else ErrorKind.CompileError
 
 
 class JaxPipeline(XlaPipeline):
+    """Python defining `fn` and `example_args`, run as a real file and lowered by jax.jit."""
+
     key = "jax"
     title = "JAX (XLA)"
     editor_mode = "python"
+    source_markers = ("import jax", "from jax")
     example = JAX_EXAMPLE
+    stablehlo_note = "jax.jit(fn).lower(*example_args).as_text(debug_info=True)"
+
+    def write_input(self, source: str, work: str) -> dict[str, Any]:
+        path = self.user_file(work)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+        return {"user_file": path}
+
+    def user_file(self, work: str) -> str | None:
+        return os.path.join(work, "user_program.py")
+
+    def error_line(self, message: str, source: str) -> int | None:
+        return None  # the user's code raised, not XLA: the child named the line already

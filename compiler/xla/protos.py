@@ -12,8 +12,15 @@ import functools
 import mmap
 from typing import Any
 
-from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, duration_pb2, message_factory, \
-    text_format, timestamp_pb2
+from google.protobuf import (
+    any_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    message_factory,
+    text_format,
+    timestamp_pb2,
+)
 from google.protobuf.message import DecodeError, Message
 
 from compiler.xla.options import descriptor_length, jaxlib_library

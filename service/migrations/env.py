@@ -1,4 +1,4 @@
-"""Alembic's entry point: run the migrations on the connection `compiler.migrations.upgrade`
+"""Alembic's entry point: run the migrations on the connection `service.migrations.upgrade`
 passes in (no alembic.ini, no URL of its own). SQLite alters tables in batch mode (copy and move)."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 With a root server and a `job_disk_mb` cap, the directory is a tmpfs of that size mounted for
 this job alone (so a job cannot fill the server's disk, and what it writes goes when the job
 goes), owned by the sandbox user with mode 0700. Its `out/` is where the worker writes its result
-bundle; the runner reads it as hostile input (compiler/bundle_reader.py).
+bundle; the runner reads it as hostile input (service/bundle_reader.py).
 """
 from __future__ import annotations
 
@@ -12,11 +12,7 @@ import ctypes.util
 import os
 import shutil
 
-from compiler.sandbox import SandboxUser
-
-# A spare worker writes this file into its job directory once it is ready for a job (its
-# compiler imported and warmed up); the runner only reads whether it exists.
-SPARE_READY = "spare-ready"
+from service.sandbox import SandboxUser
 
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)

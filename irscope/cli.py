@@ -8,19 +8,6 @@ import sys
 import time
 from typing import Any
 
-_EXTENSIONS = {".hlo": "hlo", ".mlir": "stablehlo"}
-
-
-def _guess_language(path: str, source: str) -> str:
-    ext = os.path.splitext(path)[1]
-    if ext in _EXTENSIONS:
-        return _EXTENSIONS[ext]
-    if "@triton.jit" in source:
-        return "triton"
-    if "import jax" in source:
-        return "jax"
-    return "pytorch"
-
 
 def _option(text: str) -> tuple[str, Any]:
     if "=" not in text:
@@ -44,15 +31,18 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
 def serve(args: argparse.Namespace) -> int:
     """Check that user code can be run safely here (embedded mode), then serve with gunicorn
     (app/web_server.py): one process with the embedded pool, several with a broker."""
-    from app import create_app, sandbox_refusal, web_processes
-    from app import settings as settings_table
+    from app import create_app
     from app.web_server import serve as serve_http
+    from app.web_server import web_processes
+    from service import settings as settings_table
+    from service.configure import sandbox_refusal
     config = _config(args)
     values = settings_table.load(config)
     os.makedirs(values["data_dir"], exist_ok=True)
     processes = web_processes(values)
     if values["broker_url"]:
-        where = f"jobs go to the worker tier at {_safe_url(values['broker_url'])}; store {_safe_url(values['database_url'])}"
+        where = (f"jobs go to the worker tier at {_safe_url(values['broker_url'])}; "
+                 f"store {_safe_url(values['database_url'])}")
     else:
         _user, refusal = sandbox_refusal(values)
         if refusal:
@@ -81,9 +71,9 @@ def worker(args: argparse.Namespace) -> int:
     """One worker of the worker tier: take jobs from the broker's queues and run them here."""
     import logging
 
-    from app import offered_languages, open_store, runner_config, sandbox_refusal
-    from app import settings as settings_table
-    from compiler import worker_tier
+    from service import settings as settings_table
+    from service import worker_daemon
+    from service.configure import offered_languages, open_store, runner_config, sandbox_refusal
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("compiler").setLevel(logging.INFO)
     config = _config(args)
@@ -95,8 +85,8 @@ def worker(args: argparse.Namespace) -> int:
         print("irscope: a worker needs the broker: set IRSCOPE_BROKER_URL (e.g. redis://host:6379/0) and "
               "IRSCOPE_DATABASE_URL (the store the web server uses)", file=sys.stderr)
         return 2
-    name = values["worker_name"] or worker_tier.default_name()
-    data_dir = worker_tier.worker_dir(values["data_dir"], name)
+    name = values["worker_name"] or worker_daemon.default_name()
+    data_dir = worker_daemon.worker_dir(values["data_dir"], name)
     os.makedirs(data_dir, exist_ok=True)
     user, refusal = sandbox_refusal(dict(values, data_dir=data_dir))
     if refusal:
@@ -108,16 +98,16 @@ def worker(args: argparse.Namespace) -> int:
         print(f"irscope: WARNING: the store is SQLite ({_safe_url(values['database_url'])}): only a web server and "
               "workers on this machine share it; elsewhere set IRSCOPE_DATABASE_URL to the web server's PostgreSQL",
               file=sys.stderr)
-    devices = worker_tier.detect_devices()
+    devices = worker_daemon.detect_devices()
     queues = tuple(q.strip() for q in values["worker_queues"].split(",") if q.strip()) \
-        or worker_tier.default_queues(devices)
-    caps = worker_tier.capabilities(devices, queues)
+        or worker_daemon.default_queues(devices)
+    caps = worker_daemon.capabilities(devices, queues)
     for queue, has in caps["queues"].items():
         if not has["device"]:
             print(f"irscope: WARNING: this machine has no {queue} device: jobs sent to queue {queue} compile for "
                   f"a virtual one here (nothing runs)", file=sys.stderr)
     concurrency = int(values["workers"])
-    tier = worker_tier.TierConfig(
+    tier = worker_daemon.TierConfig(
         broker_url=values["broker_url"], queues=queues, concurrency=concurrency, name=name,
         languages=offered_languages(values), warm=bool(values["warm_toolchain_cache"]),
         heartbeat_s=float(values["worker_heartbeat_s"]), lost_after_s=float(values["worker_lost_after_s"]),
@@ -126,32 +116,34 @@ def worker(args: argparse.Namespace) -> int:
     print(f"irscope: worker {name}: queues {', '.join(queues)}; {concurrency} job{'s' if concurrency > 1 else ''} at "
           f"once; GPUs: {gpus}; store {_safe_url(values['database_url'])}", flush=True)
     store = open_store(values)
-    return worker_tier.WorkerTier(store, runner_config(values, user, data_dir=data_dir, workers=concurrency),
+    return worker_daemon.WorkerTier(store, runner_config(values, user, data_dir=data_dir, workers=concurrency),
                                   tier, devices).serve()
 
 
 def compile_(args: argparse.Namespace) -> int:
-    from app import create_app
-    from compiler.jobs import RequestError
+    """One job through the same service and sandbox as `serve`, without the web app."""
+    from compiler import registry
+    from compiler.errors import Refused
+    from service import configure
+    from service import settings as settings_table
     with open(args.file, encoding="utf-8") as f:
         source = f.read()
-    language = args.language or _guess_language(args.file, source)
     config = _config(args)
-    config.setdefault("languages", ",".join([language]))
+    offered = configure.offered_languages(settings_table.load(config))
+    language = args.language or registry.guess(args.file, source, offered)
+    config.setdefault("languages", language)
     # A one-shot command does not start the background warm-up; it uses a cache `serve` built.
     config.setdefault("warm_toolchain_cache", False)
     config.setdefault("spare_workers", 0)
-    app = create_app(config)
-    svc = app.extensions["irscope"]
-    if svc.refusal:
-        print("irscope: " + svc.refusal, file=sys.stderr)
-        return 2
+    svc = configure.start(settings_table.load(config), background=False)
     try:
+        svc.admission.check_open()
         request = svc.jobs.parse({"language": language, "source": source, "options": dict(args.option or [])})
-    except RequestError as e:
-        print(f"irscope: {e}", file=sys.stderr)
+        job, _ = svc.jobs.submit(request)
+    except Refused as e:
+        print(f"irscope: {e.message}", file=sys.stderr)
+        svc.shutdown()
         return 2
-    job, _ = svc.jobs.submit(request)
     while True:
         current = svc.store.get_job(job.id)
         if current and current.finished:
@@ -174,7 +166,7 @@ def compile_(args: argparse.Namespace) -> int:
         if current.error:
             line = f" at line {current.error.line}" if current.error.line else ""
             print(f"irscope: job failed: {current.error.kind}{line}: {current.error.message}", file=sys.stderr)
-    svc.runner.shutdown()
+    svc.shutdown()
     return 1 if current.error else 0
 
 
@@ -198,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             p.set_defaults(func=worker)
         else:
             p.add_argument("file")
-            p.add_argument("--language", help="pytorch, triton, hlo, stablehlo, jax (guessed from the file)")
+            p.add_argument("--language", help="pytorch, triton, hlo, stablehlo, jax (guessed from the file's "
+                                              "extension and contents)")
             p.add_argument("--option", action="append", type=_option, metavar="KEY=VALUE",
                            help="a pipeline option; the value is JSON where it parses as JSON")
             p.add_argument("--json", action="store_true", help="print the whole job as JSON")

@@ -10,7 +10,7 @@ import zlib
 import sqlalchemy as sa
 from alembic import op
 
-from compiler import stage_text
+from service import stage_text
 
 revision = "0002"
 down_revision = "0001"

@@ -1,34 +1,48 @@
 """Turning a request into a job: validate, canonicalise, key, look up the store, enqueue.
 
-This is the only module the web layer calls to start work; it never imports a compiler.
+The service's own callers use `submit`; requests from outside come through service/admission.py,
+which plans them here, checks the caps and the client's rate, then creates them. It never imports
+a compiler (only the registry, for option schemas).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from compiler import registry, routing
-from compiler.model import DETERMINISTIC_ERROR_KINDS, Request
+from compiler import registry
+from compiler.errors import REUSED_KINDS, ErrorKind, Refused
+from compiler.model import Request
 from compiler.pipeline import OptionError
-from compiler.runner import Runner
-from compiler.store import Job, Store
-from compiler.toolchain import toolchain
+from service import routing
+from service.runner import Runner
+from service.store import Job, Store
+from service.toolchain import toolchain
 
 _ALPHABET = "23456789abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ"  # no 0/O, 1/l/I
 
 
-class RequestError(ValueError):
+class RequestError(Refused):
     """A request that cannot become a job (bad JSON shape, unknown language or option)."""
 
+    def __init__(self, message: str):
+        super().__init__(ErrorKind.RequestError, message)
 
-class QueueFull(Exception):
-    """Too many jobs are waiting for a worker already; the sentence says so and names the setting."""
 
+@dataclass(frozen=True)
+class Planned:
+    """A request on its way to becoming a job: where it runs, its cache key, and the job that
+    answers it already (a stored result or the same request in flight), if one does."""
 
-class ClientQueueFull(QueueFull):
-    """This client has as many jobs waiting or running as one client may; the sentence says so."""
+    request: Request
+    key: str
+    queue: str
+    placement: dict[str, Any]
+    toolchain: dict[str, str]
+    known: Job | None
+    upload_digest: str = ""  # a request made from an upload: the upload's sha256
 
 
 @dataclass(frozen=True)
@@ -86,9 +100,8 @@ class Jobs:
             raise RequestError(str(e)) from None
         return Request(language=language, source=source.replace("\r\n", "\n"), options=normalised)
 
-    def submit(self, request: Request, client: str = "") -> tuple[Job, bool]:
-        """The job answering `request` and whether it was already known (cached or in flight).
-        `client` is who asks (their address), for the per-client cap."""
+    def plan(self, request: Request) -> Planned:
+        """Where `request` runs, its cache key, and the job answering it already, if one does."""
         tools = toolchain(request.language)
         placement: dict[str, Any] = {}
         queue = routing.CPU_QUEUE
@@ -99,31 +112,50 @@ class Jobs:
             placement, queue = where.to_json(), where.queue
         key = request.cache_key(tools, {"target": placement["target"], "virtual": placement["virtual"]}
                                 if placement.get("target") else None)
-        if self.config.reuse_results:
-            known = self.store.find_reusable(key, DETERMINISTIC_ERROR_KINDS)
-            if known is not None:
-                return known, True
+        known = self.store.find_reusable(key, REUSED_KINDS) if self.config.reuse_results else None
+        return Planned(request, key, queue, placement, tools, known)
+
+    def check_capacity(self, client: str, new_jobs: int = 1) -> None:
+        """Raise Refused(ClientQueueFull) when `client` may not have `new_jobs` more jobs waiting or
+        running, or Refused(QueueFull) when the queue may not take them."""
         if client and self.config.max_jobs_per_client > 0:
             mine = self.store.client_jobs(client)
-            if mine >= self.config.max_jobs_per_client:
-                raise ClientQueueFull(f"you have {mine} jobs waiting or running already; one client may have "
-                                      f"{self.config.max_jobs_per_client} at once (setting max_jobs_per_client), "
-                                      "so that everyone's jobs get their turn. Submit this one when one of "
-                                      "yours has finished")
+            if mine + new_jobs > self.config.max_jobs_per_client:
+                asked = f" and asked for {new_jobs} more" if new_jobs > 1 else ""
+                raise Refused(ErrorKind.ClientQueueFull,
+                              f"you have {mine} jobs waiting or running already{asked}; one client may have "
+                              f"{self.config.max_jobs_per_client} at once (setting max_jobs_per_client), so that "
+                              "everyone's jobs get their turn. Submit this when one of yours has finished",
+                              retry_after=60)
         if self.config.max_queued_jobs > 0:
             waiting = self.store.queued_count()
-            if waiting >= self.config.max_queued_jobs:
-                raise QueueFull(f"the server is busy: {waiting} jobs are already waiting for a worker (setting "
-                                f"max_queued_jobs); try again in a minute")
-        job = self.store.create_job(secrets.token_hex(6), key, request, tools, client=client, queue=queue,
-                                    placement=placement)
+            if waiting + new_jobs > self.config.max_queued_jobs:
+                raise Refused(ErrorKind.QueueFull,
+                              f"the server is busy: {waiting} jobs are already waiting for a worker (setting "
+                              "max_queued_jobs); try again in a minute", retry_after=60)
+
+    def create(self, planned: Planned, client: str = "") -> tuple[Job, bool]:
+        """The job for a planned request (the known one, if one answers it already), and whether
+        it was known. Creating does not check the caps: Admission does, before."""
+        if planned.known is not None:
+            return planned.known, True
+        job = self.store.create_job(secrets.token_hex(6), planned.key, planned.request, planned.toolchain,
+                                    client=client, queue=planned.queue, placement=planned.placement)
         self.runner.submit(job)
         return job, False
 
-    def submit_upload(self, language: str, name: str, data: bytes, options: dict[str, Any]) -> tuple[Job, bool]:
-        """A job of a language made from an upload (Pipeline.made_by_upload): the file is kept in the
-        store by its sha256, the request describes it, and the same file with the same options is
-        answered from the store like any repeated request."""
+    def submit(self, request: Request, client: str = "") -> tuple[Job, bool]:
+        """For irscope's own callers (tests, the CLI): plan, check the caps, create. Requests from
+        outside go through Admission, which also counts the client's rate."""
+        planned = self.plan(request)
+        if planned.known is None:
+            self.check_capacity(client)
+        return self.create(planned, client)
+
+    def plan_upload(self, language: str, name: str, data: bytes, options: dict[str, Any]) -> Planned:
+        """The plan of a job made from an upload (Pipeline.made_by_upload): the request describes
+        the file by its sha256 (Admission stores the file once the job is admitted), and the same
+        file with the same options is answered from the store like any repeated request."""
         pipeline = registry.get(language)
         if not self.config.imports or not pipeline.made_by_upload:
             raise RequestError(f"this server makes no {language!r} jobs from uploads (setting imports)")
@@ -132,9 +164,9 @@ class Jobs:
         except OptionError as e:
             raise RequestError(str(e)) from None
         digest = hashlib.sha256(data).hexdigest()
-        self.store.add_upload(digest, name, data)
-        return self.submit(Request(language=language, source=pipeline.describe_upload(name, digest, len(data)),
-                                   options=normalised))
+        request = Request(language=language, source=pipeline.describe_upload(name, digest, len(data)),
+                          options=normalised)
+        return dataclasses.replace(self.plan(request), upload_digest=digest)
 
     def resume_unfinished(self) -> int:
         """Re-enqueue jobs a previous server process left queued or running."""

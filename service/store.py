@@ -1,7 +1,7 @@
 """Persistence for jobs, their artifacts, permalinks and the workers' heartbeats (SQLAlchemy;
 SQLite by default, PostgreSQL for the worker tier). The schema is made and kept by the Alembic
-migrations in compiler/migrations. Artifact texts are stored zlib-compressed in chunks cut at line
-boundaries (compiler/stage_text.py), so one page of a large stage is read without the rest."""
+migrations in service/migrations. Artifact texts are stored zlib-compressed in chunks cut at line
+boundaries (service/stage_text.py), so one page of a large stage is read without the rest."""
 from __future__ import annotations
 
 import contextlib
@@ -11,13 +11,29 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, ForeignKey, ForeignKeyConstraint, Integer, LargeBinary, String, Text,
-                        and_, create_engine, delete, event, func, or_, select, update)
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    and_,
+    create_engine,
+    delete,
+    event,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from compiler import migrations, stage_text
 from compiler.model import JobError, Request, Stage
+from service import migrations, stage_text
 
 
 class Base(DeclarativeBase):

@@ -1,5 +1,5 @@
 """The worker tier's side of the `Runner` interface: jobs go to Celery queues on a Redis broker,
-and `irscope worker` processes on any machine take them (compiler/worker_tier.py).
+and `irscope worker` processes on any machine take them (service/worker_daemon.py).
 
 A task message carries a job id only; the job itself (request, status, stages) lives in the shared
 store. That makes a message cheap to send again: a worker first claims the job in the store, and a
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from celery import Celery
 
+from compiler.errors import ErrorKind
 from compiler.model import JobError
-from compiler.routing import CPU_QUEUE
-from compiler.store import Job, Store
+from service.routing import CPU_QUEUE
+from service.store import Job, Store
 
 TASK_NAME = "irscope.run_job"
 
@@ -53,9 +54,10 @@ class CeleryRunner:
         try:
             send(self.app, job.id, job.queue or CPU_QUEUE)
         except Exception as e:  # noqa: BLE001 - a job without a message would wait forever
-            self.store.finish_job(job.id, JobError("BrokerUnavailable", f"the job queue (the broker) could not be "
-                                                                        f"reached ({type(e).__name__}: {e}); the job "
-                                                                        "was not queued. Try again in a minute"), {})
+            error = JobError(ErrorKind.BrokerUnavailable, f"the job queue (the broker) could not be reached "
+                                                          f"({type(e).__name__}: {e}); the job was not queued. Try "
+                                                          "again in a minute")
+            self.store.finish_job(job.id, error, {})
 
     def live_queues(self) -> dict[str, bool]:
         """The queues that live workers take jobs from, each with whether one of those workers

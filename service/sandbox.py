@@ -13,7 +13,7 @@ on the host but its job directory. A server that is not root runs bubblewrap in 
 namespace, where the job is the server's own (unprivileged) user.
 
 On top of that: rlimits (address space, CPU seconds, file size), a cgroup with the pids, memory
-and cpu controllers (compiler/cgroups.py), a wall-clock limit kept by a timer of its own and a cap
+and cpu controllers (service/cgroups.py), a wall-clock limit kept by a timer of its own and a cap
 on captured output. Each limit, when hit, is reported in words the user understands.
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from compiler.cgroups import CgroupLimits, JobCgroup
+from compiler.model import JobSettings
+from service.cgroups import CgroupLimits, JobCgroup
 
 # The /etc files a compiler toolchain needs (the dynamic loader's cache, the alternatives that
 # /usr/bin/c++ points through, the user database for getpass, Graphviz's fonts). Not /etc itself
@@ -39,22 +40,9 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "loca
               "passwd", "group", "hosts", "ssl/certs", "ca-certificates", "mime.types", "fonts")
 
 
-@dataclass(frozen=True)
-class Limits:
-    wall_s: float
-    cpu_s: int
-    memory_bytes: int
-    processes: int
-    file_bytes: int
-    output_bytes: int
-    tmp_bytes: int
-    job_memory_bytes: int = 0  # memory cgroup for all the job's processes; 0: memory_bytes
-    cpus: float = 0.0  # cgroup CPU quota in cores; 0: none
-    shm_bytes: int = 64 << 20  # size of the sandbox's /dev/shm tmpfs
-
-    def cgroup(self) -> CgroupLimits:
-        return CgroupLimits(processes=self.processes, memory_bytes=self.job_memory_bytes or self.memory_bytes,
-                            cpus=self.cpus)
+def cgroup_limits(limits: JobSettings) -> CgroupLimits:
+    """The job's cgroup: its processes, their memory together, its CPU quota."""
+    return CgroupLimits(processes=limits.process_limit, memory_bytes=limits.job_memory_bytes, cpus=limits.job_cpus)
 
 
 @dataclass
@@ -181,7 +169,7 @@ class _Parents:
         self.made.add(inside)
 
 
-def bwrap_argv(spec: SandboxSpec, limits: Limits) -> list[str]:
+def bwrap_argv(spec: SandboxSpec, limits: JobSettings) -> list[str]:
     """The bubblewrap command line for `spec` (the worker's argv follows `--`)."""
     namespaces, prefix = _namespace_args(spec.user)
     args = [bwrap_path() or "bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
@@ -236,18 +224,18 @@ class Sandboxed:
     construction, or, for a pre-started worker (`clock=False`), from `start_clock` (when it is
     handed a job)."""
 
-    def __init__(self, spec: SandboxSpec, limits: Limits, clock: bool = True):
+    def __init__(self, spec: SandboxSpec, limits: JobSettings, clock: bool = True):
         self.spec, self.limits = spec, limits
-        self.cgroup = cgroup = JobCgroup(limits.cgroup())
+        self.cgroup = cgroup = JobCgroup(cgroup_limits(limits))
 
         def before_exec() -> None:
             # Runs in the child between fork and exec: limits apply to bwrap and everything under it.
             resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_time_limit_s, limits.cpu_time_limit_s + 5))
             resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             if "pids" not in cgroup.dirs:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.process_limit, limits.process_limit))
             cgroup.enter()
 
         if spec.use_bwrap:
@@ -274,11 +262,11 @@ class Sandboxed:
             self.start_clock()
 
     def start_clock(self) -> None:
-        """Start (or restart) the wall clock: at `limits.wall_s` the timer kills the job."""
+        """Start (or restart) the wall clock: at `limits.wall_time_limit_s` the timer kills the job."""
         if self._timer is not None:
             self._timer.cancel()
         self.started = time.monotonic()
-        self._timer = threading.Timer(self.limits.wall_s, self._deadline)
+        self._timer = threading.Timer(float(self.limits.wall_time_limit_s), self._deadline)
         self._timer.daemon = True
         self._timer.start()
 
@@ -330,7 +318,7 @@ class Sandboxed:
         return outcome
 
 
-def run(spec: SandboxSpec, limits: Limits, on_tick: Callable[[], None] | None = None,
+def run(spec: SandboxSpec, limits: JobSettings, on_tick: Callable[[], None] | None = None,
         tick_s: float = 0.25) -> Outcome:
     """Run the worker to completion under `limits`, calling `on_tick` while it runs."""
     return Sandboxed(spec, limits).wait(on_tick, tick_s)
@@ -344,7 +332,7 @@ def _kill(proc: subprocess.Popen, cgroup: JobCgroup) -> None:
     cgroup.kill_all()
 
 
-def _explain(outcome: Outcome, limits: Limits, timed_out: bool, processes_hit: bool,
+def _explain(outcome: Outcome, limits: JobSettings, timed_out: bool, processes_hit: bool,
              memory_hit: bool = False) -> None:
     """Name the limit that ended the process, in the words shown to the user."""
     code = outcome.returncode
@@ -354,26 +342,26 @@ def _explain(outcome: Outcome, limits: Limits, timed_out: bool, processes_hit: b
         signum = code - 128
     if timed_out:
         outcome.limit, outcome.message = "wall_time", (
-            f"stopped after {limits.wall_s:g} s of wall time (setting wall_time_limit_s)")
+            f"stopped after {limits.wall_time_limit_s:g} s of wall time (setting wall_time_limit_s)")
     elif memory_hit:
         outcome.limit, outcome.message = "memory", (
-            f"stopped: the job's processes together used more than {limits.cgroup().memory_bytes // 2**20} MiB "
+            f"stopped: the job's processes together used more than {limits.job_memory_bytes // 2**20} MiB "
             "of memory (setting job_memory_mb)")
     elif signum == signal.SIGXCPU or (signum == signal.SIGKILL and _cpu_exhausted(outcome, limits)):
         outcome.limit, outcome.message = "cpu_time", (
-            f"stopped after {limits.cpu_s} s of CPU time (setting cpu_time_limit_s)")
+            f"stopped after {limits.cpu_time_limit_s} s of CPU time (setting cpu_time_limit_s)")
     elif signum == signal.SIGXFSZ:
         outcome.limit, outcome.message = "file_size", (
             f"stopped: a file grew past the {limits.file_bytes // 2**20} MiB file-size limit "
             "(setting file_size_limit_mb)")
     elif processes_hit:
         outcome.limit, outcome.message = "processes", (
-            f"the job tried to start more than {limits.processes} processes (setting process_limit)")
+            f"the job tried to start more than {limits.process_limit} processes (setting process_limit)")
 
 
-def _cpu_exhausted(outcome: Outcome, limits: Limits) -> bool:
+def _cpu_exhausted(outcome: Outcome, limits: JobSettings) -> bool:
     # SIGKILL follows SIGXCPU at the hard limit; the wall clock tells whether CPU time could be spent.
-    return outcome.wall_s * max(os.cpu_count() or 1, 1) >= limits.cpu_s * 0.9
+    return outcome.wall_s * max(os.cpu_count() or 1, 1) >= limits.cpu_time_limit_s * 0.9
 
 
 def python_paths() -> list[str]:

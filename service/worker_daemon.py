@@ -1,12 +1,12 @@
 """`irscope worker`: one worker process of the worker tier, on any machine with the venv and
 bubblewrap. It takes job ids from its Celery queues (`cpu`, `cuda:sm_90`, ...), claims each job in
 the shared store, and runs it with the same function, sandbox, limits, spare workers and
-toolchain cache as the embedded server (`compiler.runner.run_job`, through a `LocalRunner` whose
+toolchain cache as the embedded server (`service.runner.run_job`, through a `LocalRunner` whose
 pool only does the warm-up). Stages reach the store as the job produces them, so any web process
 shows them live.
 
 Every `worker_heartbeat_s` it records itself in the store (queues, devices, running jobs), which
-is how the web tier routes jobs (`compiler/routing.py`) and lists targets, and it looks for jobs
+is how the web tier routes jobs (`service/routing.py`) and lists targets, and it looks for jobs
 whose worker stopped sending heartbeats: each goes back to its queue, or fails with a sentence
 once it has been tried `job_attempts` times (a job that kills every worker it touches).
 """
@@ -22,13 +22,15 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from compiler import job_dir as job_dirs
-from compiler import runner as local
-from compiler.celery_runner import TASK_NAME, celery_app, send
+from compiler.errors import ErrorKind
 from compiler.model import JobError
-from compiler.routing import CPU_QUEUE, is_gpu_queue
-from compiler.store import Job, Store, Worker
 from compiler.targets import host_devices
+from service import job_dir as job_dirs
+from service import runner as local
+from service.celery_runner import TASK_NAME, celery_app, send
+from service.job_process import RunnerConfig
+from service.routing import CPU_QUEUE, is_gpu_queue
+from service.store import Job, Store, Worker
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ def capabilities(devices: dict, queues: tuple[str, ...]) -> dict:
 
 
 class WorkerTier:
-    def __init__(self, store: Store, config: local.RunnerConfig, tier: TierConfig, devices: dict):
+    def __init__(self, store: Store, config: RunnerConfig, tier: TierConfig, devices: dict):
         self.store = store
         self.config = config
         self.tier = tier
@@ -78,7 +80,7 @@ class WorkerTier:
         self.ref = f"{tier.name}/{self.instance}"  # what a claimed job records as its worker
         self.capabilities = capabilities(devices, tier.queues)
         self.started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        self.app = celery_app(tier.broker_url, visibility_timeout_s=max(3600.0, 2 * config.limits.wall_s + 600))
+        self.app = celery_app(tier.broker_url, visibility_timeout_s=max(3600.0, 2 * config.job.wall_time_limit_s + 600))
         self.local = local.LocalRunner(store, config)
         self._running = 0
         self._lock = threading.Lock()
@@ -102,7 +104,7 @@ class WorkerTier:
             local.run_job(self.store, self.config, job, self.local.spares)
         except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
             log.exception("job %s failed in the runner", job_id)
-            self.store.finish_job(job_id, JobError("InternalError", f"irscope's runner failed: {e}"), {})
+            self.store.finish_job(job_id, JobError(ErrorKind.InternalError, f"irscope's runner failed: {e}"), {})
         finally:
             with self._lock:
                 self._running -= 1
@@ -111,7 +113,8 @@ class WorkerTier:
     def beat(self) -> None:
         with self._lock:
             running = self._running
-        self.store.heartbeat(Worker(id=self.instance, name=self.tier.name, host=self.host, queues=list(self.tier.queues),
+        self.store.heartbeat(Worker(id=self.instance, name=self.tier.name, host=self.host,
+                                    queues=list(self.tier.queues),
                                     capabilities=self.capabilities, concurrency=self.tier.concurrency,
                                     running=running, started=self.started, last_seen=self.started),
                              forget_after_s=max(3600.0, 20 * self.tier.lost_after_s))
@@ -138,10 +141,10 @@ class WorkerTier:
                 log.warning("job %s: its worker %s is gone; sent again to %s", job.id, who, job.queue)
         else:
             tries = "once" if job.attempts == 1 else f"{job.attempts} times"
-            error = JobError("WorkerCrashed", f"the worker running this job ({who}) died before finishing it (killed, "
-                                              f"out of memory, or its machine went down); the job was taken by a "
-                                              f"worker {tries} and every one of them died, so it is not tried again "
-                                              f"(setting job_attempts)")
+            error = JobError(ErrorKind.WorkerCrashed, f"the worker running this job ({who}) died before finishing it "
+                                                      "(killed, out of memory, or its machine went down); the job was "
+                                                      f"taken by a worker {tries} and every one of them died, so it is "
+                                                      "not tried again (setting job_attempts)")
             if self.store.fail_lost(job, error):
                 log.warning("job %s failed: %d workers died running it", job.id, job.attempts)
 

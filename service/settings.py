@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.model import JobSettings
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -31,6 +33,14 @@ class Setting:
         return str(raw)
 
 
+_JOB = JobSettings()
+
+
+def _job(name: str, help: str) -> Setting:
+    """A setting of every job's record (compiler/model.py JobSettings), its default taken from there."""
+    return Setting(name, getattr(_JOB, name), help)
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", "./var", "Where the database and the per-job scratch directories live."),
     Setting("database_url", "", "SQLAlchemy URL of the store; empty means SQLite at DATA_DIR/irscope.db."),
@@ -39,30 +49,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("workers", 2, "Jobs run at the same time, each in its own sandboxed process."),
     Setting("sandbox", "bwrap", "`bwrap` runs every job under bubblewrap; `none` runs jobs unsandboxed "
                                 "(only with `irscope serve --insecure-no-sandbox`)."),
-    Setting("wall_time_limit_s", 300, "Wall-clock seconds a job may take before it is stopped."),
-    Setting("cpu_time_limit_s", 600, "CPU seconds the worker process may use (RLIMIT_CPU)."),
-    Setting("memory_limit_mb", 6144, "Address space of each process in the sandbox, in MiB (RLIMIT_AS)."),
-    Setting("run_memory_percent", 25, "A PyTorch job with `run: auto` compiles and runs its model when the inputs "
+    _job("wall_time_limit_s", "Wall-clock seconds a job may take before it is stopped."),
+    _job("cpu_time_limit_s", "CPU seconds the worker process may use (RLIMIT_CPU)."),
+    _job("memory_limit_mb", "Address space of each process in the sandbox, in MiB (RLIMIT_AS)."),
+    _job("run_memory_percent", "A PyTorch job with `run: auto` compiles and runs its model when the inputs "
                                       "and parameters take at most this share of memory_limit_mb (running holds "
                                       "them several times over: eager, compiled, a float64 reference); above it, "
                                       "it compiles only, on fake tensors."),
-    Setting("job_memory_mb", 8192, "Memory all processes of one job may use together, in MiB, its tmpfs files "
+    _job("job_memory_mb", "Memory all processes of one job may use together, in MiB, its tmpfs files "
                                    "included (a memory cgroup; past it the kernel kills the job)."),
-    Setting("job_cpus", 2.0, "CPU cores' worth of time a job may use at once (a cgroup CPU quota)."),
-    Setting("process_limit", 128, "Processes and threads a job may have at once (a pids cgroup)."),
-    Setting("file_size_limit_mb", 256, "Largest file a job may write, in MiB (RLIMIT_FSIZE)."),
-    Setting("tmp_size_mb", 2048, "Size of the job's private /tmp (a tmpfs), in MiB."),
-    Setting("shm_size_mb", 256, "Size of the job's private /dev/shm (a tmpfs), in MiB."),
-    Setting("job_disk_mb", 1024, "Size of the job directory (/job, a tmpfs mounted per job), in MiB; also the most "
+    _job("job_cpus", "CPU cores' worth of time a job may use at once (a cgroup CPU quota)."),
+    _job("process_limit", "Processes and threads a job may have at once (a pids cgroup)."),
+    _job("file_size_limit_mb", "Largest file a job may write, in MiB (RLIMIT_FSIZE)."),
+    _job("tmp_size_mb", "Size of the job's private /tmp (a tmpfs), in MiB."),
+    _job("shm_size_mb", "Size of the job's private /dev/shm (a tmpfs), in MiB."),
+    _job("job_disk_mb", "Size of the job directory (/job, a tmpfs mounted per job), in MiB; also the most "
                                  "stage text one job may store. 0: a plain directory on the data disk, no cap."),
     Setting("sandbox_user", "irscope-sandbox", "Unprivileged host user (name, or uid:gid) every job runs as when "
                                                "the server runs as root; ./run.sh creates it."),
-    Setting("output_limit_kb", 1024, "Captured program output and worker log kept per job, in KiB."),
-    Setting("max_stage_kb", 16384, "Largest artifact kept per stage, in KiB; a larger one is cut at a line "
+    _job("output_limit_kb", "Captured program output and worker log kept per job, in KiB."),
+    _job("max_stage_kb", "Largest artifact kept per stage, in KiB; a larger one is cut at a line "
                                    "boundary and says so on its page."),
-    Setting("max_stages", 2000, "Most stages one job may list; a job that lists more is stopped."),
-    Setting("max_manifest_kb", 32768, "Largest manifest.json the runner reads from a job, in KiB."),
-    Setting("max_stage_meta_kb", 1024, "Largest metadata (JSON) one stage may carry, in KiB."),
+    _job("max_stages", "Most stages one job may list; a job that lists more is stopped."),
+    _job("max_manifest_kb", "Largest manifest.json the runner reads from a job, in KiB."),
+    _job("max_stage_meta_kb", "Largest metadata (JSON) one stage may carry, in KiB."),
     Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
     Setting("max_request_kb", 1024, "Largest HTTP request body the server accepts, in KiB (larger: 413)."),
     Setting("rate_limit", "30 per minute", "Compile requests one client (IP address) may make, as "
@@ -79,17 +89,17 @@ SETTINGS: tuple[Setting, ...] = (
                                 "with its compiler imported and warmed up on irscope's own code (PyTorch: a "
                                 "compile, then a reset; nothing of it reaches the job); a used one is replaced "
                                 "when its job ends (0: start every worker on demand)."),
-    Setting("measure_s", 1.0, "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "
+    _job("measure_s", "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "
                               "calls, and after every stage is written); the Timings tab gives the repeat count "
                               "and the spread."),
     Setting("imports", True, "Accept compiler logs made elsewhere (a TORCH_TRACE directory, a TritonParse trace, "
                              "an XLA dump) uploaded at /import or POST /api/imports, unpacked and read in the "
                              "sandbox."),
     Setting("import_max_upload_mb", 64, "Largest archive one may upload to import, in MiB (larger: 413)."),
-    Setting("import_max_unpacked_mb", 512, "Most bytes an uploaded archive may unpack to, in MiB, counted as they "
+    _job("import_max_unpacked_mb", "Most bytes an uploaded archive may unpack to, in MiB, counted as they "
                                            "are written (past it the import is refused as a possible "
                                            "decompression bomb)."),
-    Setting("import_max_files", 2000, "Most files and directories an uploaded archive may hold."),
+    _job("import_max_files", "Most files and directories an uploaded archive may hold."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("examples_dir", "", "Directory of the examples gallery's lessons (one `<slug>/lesson.toml` each); "
                                 "empty: the repository's `examples/`."),

@@ -19,11 +19,11 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
 from typing import Any
 
 from compiler import formats
-from compiler.model import JobError, Manifest, Stage
+from compiler.errors import ErrorKind
+from compiler.model import JobError, JobSettings, Manifest, Stage
 
 # Stage formats a pipeline may write (compiler/formats.py; each has a viewer, tests/test_formats.py checks).
 KNOWN_FORMATS = frozenset(formats.FORMATS)
@@ -31,7 +31,6 @@ STAGE_FILE_RE = re.compile(r"^\d{4}\.txt$")
 # Stage keys: a kind, then qualifiers (`dynamo.fx_graph:0/0_1`, `kernel:cpp_fused_add_0`,
 # `xla.pass:0012.spmd.sharding-propagation`). No spaces, quotes or markup.
 KEY_RE = re.compile(r"^[\w][\w.:/+\-\[\]@#=,]{0,199}$")
-ERROR_KIND_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _MANIFEST_FIELDS = {"status", "stages", "timings", "toolchain", "error", "progress"}
 _STAGE_FIELDS = {"key", "title", "group", "format", "size", "file", "source_map", "meta"}
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
@@ -41,16 +40,8 @@ class BundleRuleError(Exception):
     """The worker's output broke one of the runner's rules; the message names the rule."""
 
 
-@dataclass(frozen=True)
-class BundleCaps:
-    """Byte and count caps the runner enforces on what a job writes."""
-
-    manifest_bytes: int = 32 << 20
-    stage_bytes: int = 16 << 20
-    stages: int = 2000
-    job_bytes: int = 2 << 30  # all stage texts of one job together
-    meta_bytes: int = 1 << 20  # one stage's meta, as JSON
-    timings_bytes: int = 1 << 20
+# The manifest's timings, as JSON, at most (a fixed cap: timings are small records).
+TIMINGS_BYTES = 1 << 20
 
 
 def open_out_dir(job_dir: str) -> int | None:
@@ -131,7 +122,7 @@ def _int(value: Any, what: str, lo: int = 0, hi: int = 10**9) -> int:
     return value
 
 
-def parse_manifest(data: bytes, caps: BundleCaps) -> Manifest:
+def parse_manifest(data: bytes, caps: JobSettings) -> Manifest:
     """The manifest, every field checked. Raises BundleRuleError naming the first rule broken."""
     try:
         raw = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
@@ -145,8 +136,8 @@ def parse_manifest(data: bytes, caps: BundleCaps) -> Manifest:
     stages_raw = raw.get("stages", [])
     if not isinstance(stages_raw, list):
         raise BundleRuleError("the manifest's stages must be a list")
-    if len(stages_raw) > caps.stages:
-        raise BundleRuleError(f"the manifest lists {len(stages_raw)} stages, over the cap of {caps.stages} "
+    if len(stages_raw) > caps.max_stages:
+        raise BundleRuleError(f"the manifest lists {len(stages_raw)} stages, over the cap of {caps.max_stages} "
                               "(setting max_stages)")
     stages, keys = [], set()
     for n, s in enumerate(stages_raw):
@@ -158,7 +149,7 @@ def parse_manifest(data: bytes, caps: BundleCaps) -> Manifest:
     timings = raw.get("timings") or {}
     if not isinstance(timings, dict):
         raise BundleRuleError("the manifest's timings must be an object")
-    _plain_json(timings, caps.timings_bytes, "the manifest's timings")
+    _plain_json(timings, TIMINGS_BYTES, "the manifest's timings")
     toolchain = raw.get("toolchain") or {}
     if not isinstance(toolchain, dict) or len(toolchain) > 32 or not all(
             isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 128 for k, v in toolchain.items()):
@@ -168,8 +159,9 @@ def parse_manifest(data: bytes, caps: BundleCaps) -> Manifest:
         if not isinstance(error, dict) or not set(error) <= {"kind", "message", "line"}:
             raise BundleRuleError("the manifest's error must be an object with kind, message and line")
         kind = error.get("kind")
-        if not isinstance(kind, str) or not ERROR_KIND_RE.match(kind):
-            raise BundleRuleError("the manifest's error kind must be a name of letters, digits and _ (64 at most)")
+        if not isinstance(kind, str) or kind not in ErrorKind.__members__:
+            raise BundleRuleError(f"the manifest's error kind {str(kind)[:64]!r} is not one of irscope's error kinds "
+                                  "(compiler/errors.py)")
         line = error.get("line")
         error = JobError(kind=kind, message=_string(error.get("message"), 65536, "the manifest's error message"),
                          line=None if line is None else _int(line, "the manifest's error line", 1))
@@ -178,7 +170,7 @@ def parse_manifest(data: bytes, caps: BundleCaps) -> Manifest:
                     progress=progress)
 
 
-def _stage(s: Any, n: int, caps: BundleCaps) -> Stage:
+def _stage(s: Any, n: int, caps: JobSettings) -> Stage:
     where = f"stage {n}"
     if not isinstance(s, dict) or not set(s) <= _STAGE_FIELDS:
         raise BundleRuleError(f"{where} must be an object with only the fields {sorted(_STAGE_FIELDS)}")
@@ -216,9 +208,9 @@ def _stage(s: Any, n: int, caps: BundleCaps) -> Stage:
 
 class BundleReader:
     """Reads one job's `out/` as the worker writes it, a little more on every call of `manifest`
-    and `stage_text`, enforcing the caps across the whole job."""
+    and `stage_text`, enforcing the caps (the job's settings) across the whole job."""
 
-    def __init__(self, job_dir: str, caps: BundleCaps):
+    def __init__(self, job_dir: str, caps: JobSettings):
         self.job_dir, self.caps = job_dir, caps
         self.bytes_read = 0
         self._dir_fd: int | None = None
@@ -269,8 +261,8 @@ class BundleReader:
         if data is None:
             return None
         self.bytes_read += len(data)
-        if self.bytes_read > self.caps.job_bytes:
-            raise BundleRuleError(f"the job's stages add up to more than {self.caps.job_bytes:,} bytes "
+        if self.bytes_read > self.caps.job_stage_bytes:
+            raise BundleRuleError(f"the job's stages add up to more than {self.caps.job_stage_bytes:,} bytes "
                                   "(setting job_disk_mb)")
         return data.decode("utf-8", "replace")
 

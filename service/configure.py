@@ -1,0 +1,139 @@
+"""The settings table's values -> the running service: the job record every job carries
+(`JobSettings`), how jobs run on this machine (`RunnerConfig`), the jobs' and the store's
+configuration, and whether this host may run user code at all (`sandbox_refusal`).
+
+`start` builds the whole service the web app and `irscope compile` use (embedded: a local pool; or
+the worker tier's queues); `irscope worker` builds its runner config here too. Nothing here knows
+HTTP.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from compiler import registry
+from compiler.model import JobSettings
+from service import cgroups, job_dir, sandbox
+from service.admission import Admission, CompileRateLimit
+from service.job_process import RunnerConfig
+from service.jobs import Jobs, JobsConfig
+from service.runner import LocalRunner, Runner
+from service.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def job_settings(values: dict[str, Any]) -> JobSettings:
+    """The job record: each of its fields is the setting of the same name."""
+    return JobSettings.from_json({f.name: values[f.name] for f in dataclasses.fields(JobSettings)})
+
+
+def sandbox_refusal(values: dict[str, Any]) -> tuple[sandbox.SandboxUser | None, str | None]:
+    """The host user jobs run as, and why this server must not run user code (None when it may):
+    bubblewrap missing, no unprivileged sandbox user, or a limit it cannot enforce here."""
+    if values["sandbox"] != "bwrap":
+        return None, None
+    user = None
+    if os.geteuid() == 0:
+        try:
+            user = sandbox.sandbox_user(str(values["sandbox_user"]))
+        except ValueError as e:
+            return None, f"this server will not run user code: {e}."
+    if not sandbox.bwrap_works(user):
+        return user, ("this server will not run user code: bubblewrap (bwrap) is missing or cannot create its "
+                      "namespaces here. Install it (apt-get install bubblewrap) or start the server with "
+                      "`irscope serve --insecure-no-sandbox`.")
+    missing = cgroups.missing_controllers(sandbox.cgroup_limits(job_settings(values)))
+    unenforced = [f"{cgroups.LIMIT_OF[c]} (the cgroup {c} controller: {why})" for c, why in missing.items()]
+    if int(values["job_disk_mb"]) > 0:
+        why = job_dir.can_mount_tmpfs(os.path.join(values["data_dir"], "jobs", ".mount-probe"))
+        if why:
+            unenforced.append(f"job_disk_mb (mounting a tmpfs for the job directory: {why}; set it to 0 to run "
+                              "without a disk cap)")
+    if unenforced:
+        return user, ("this server will not run user code: it cannot enforce " + "; ".join(unenforced) +
+                      ". Run it as root or in a cgroup delegated to it (systemd-run --scope -p Delegate=yes, "
+                      "or a container with its own cgroup namespace), or start it with "
+                      "`irscope serve --insecure-no-sandbox`.")
+    return user, None
+
+
+def runner_config(values: dict[str, Any], user: sandbox.SandboxUser | None, data_dir: str | None = None,
+                  workers: int | None = None) -> RunnerConfig:
+    """How jobs run on this machine (the embedded server's pool, or one `irscope worker`)."""
+    return RunnerConfig(data_dir=data_dir or values["data_dir"],
+                        workers=int(values["workers"]) if workers is None else workers,
+                        use_bwrap=values["sandbox"] == "bwrap", job=job_settings(values),
+                        keep_job_dirs=bool(values["keep_job_dirs"]), spare_workers=int(values["spare_workers"]),
+                        user=user)
+
+
+def jobs_config(values: dict[str, Any], languages: tuple[str, ...]) -> JobsConfig:
+    return JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
+                      reuse_results=bool(values["reuse_results"]), max_queued_jobs=int(values["max_queued_jobs"]),
+                      max_jobs_per_client=int(values["max_jobs_per_client"]), imports=bool(values["imports"]))
+
+
+def open_store(values: dict[str, Any]) -> Store:
+    return Store(values["database_url"], chunk_bytes=int(values["stage_chunk_kb"]) * 1024)
+
+
+def offered_languages(values: dict[str, Any]) -> tuple[str, ...]:
+    offered = [lang.strip() for lang in values["languages"].split(",") if lang.strip()]
+    missing = [lang for lang in offered if lang not in registry.keys()]
+    if missing:
+        log.warning("languages %s are not registered pipelines; not offering them", ", ".join(missing))
+    languages = tuple(lang for lang in offered if lang in registry.keys())
+    if not languages:
+        raise ValueError(f"no known language in the languages setting {values['languages']!r}")
+    return languages
+
+
+@dataclass
+class Service:
+    """Everything that takes requests and runs jobs, built once per process from the settings."""
+
+    settings: dict[str, Any]
+    store: Store
+    jobs: Jobs
+    runner: Runner
+    admission: Admission
+    sandboxed: bool
+    refusal: str | None  # why compiling is refused (no sandbox available), or None
+
+    def shutdown(self) -> None:
+        self.runner.shutdown()
+
+
+def start(values: dict[str, Any], background: bool = True) -> Service:
+    """The service for these settings: with a broker, the worker tier's queues (this process runs
+    no job); else the embedded pool, which resumes the jobs a previous process left and, with
+    `background`, starts the toolchain warm-up and the spares."""
+    os.makedirs(values["data_dir"], exist_ok=True)
+    languages = offered_languages(values)
+    if values["sandbox"] not in ("bwrap", "none"):
+        raise ValueError(f"sandbox must be 'bwrap' or 'none', not {values['sandbox']!r}")
+    store = open_store(values)
+    config = jobs_config(values, languages)
+    runner: Runner
+    if values["broker_url"]:
+        # The worker tier: this process runs no job; `irscope worker` processes do, in their sandbox.
+        from service.celery_runner import CeleryRunner
+        runner = CeleryRunner(store, values["broker_url"], float(values["worker_lost_after_s"]))
+        jobs = Jobs(store, runner, config, live_queues=runner.live_queues)
+        refusal = None
+    else:
+        user, refusal = sandbox_refusal(values)
+        runner = LocalRunner(store, runner_config(values, user))
+        jobs = Jobs(store, runner, config)
+        if refusal is None:
+            jobs.resume_unfinished()
+            if background:
+                runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
+    rate = CompileRateLimit(str(values["rate_limit"]), values["broker_url"])
+    return Service(settings=values, store=store, jobs=jobs, runner=runner,
+                   admission=Admission(jobs, rate, refusal), sandboxed=values["sandbox"] == "bwrap",
+                   refusal=refusal)

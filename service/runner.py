@@ -1,0 +1,226 @@
+"""The queue and the worker pool: each job gets a fresh sandboxed worker process.
+
+`Runner` is the one interface the rest of irscope uses; `LocalRunner` is the embedded backend
+(a thread per concurrent job, each thread babysitting one sandboxed process). A Celery backend
+with per-target queues slots in behind the same `submit`/`shutdown`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from compiler import registry
+from compiler.errors import ErrorKind
+from compiler.model import INPUTS_DIR, JobError, Manifest, Stage
+from service import job_dir as job_dirs
+from service import job_process, sandbox
+from service.bundle_reader import BundleReader, BundleRuleError
+from service.job_process import PROJECT_ROOT, RunnerConfig
+from service.spares import Spares
+from service.store import Job, Store
+from service.toolchain import toolchain
+from service.toolchain_cache import warm_toolchain
+
+log = logging.getLogger(__name__)
+
+# Limit names as the sandbox reports them -> error kinds shown to the user.
+_LIMIT_KINDS = {"wall_time": ErrorKind.WallTimeLimit, "cpu_time": ErrorKind.CpuTimeLimit,
+                "file_size": ErrorKind.FileSizeLimit, "processes": ErrorKind.ProcessLimit,
+                "memory": ErrorKind.MemoryLimit}
+
+
+class Runner(Protocol):
+    """Where jobs go: `LocalRunner` (the embedded pool) or `service.celery_runner.CeleryRunner`
+    (the worker tier's queues). Both end in `run_job`, on this machine or on a worker's."""
+
+    def submit(self, job: Job) -> None: ...
+
+    def start_background(self, languages: list[str], warm: bool) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class LocalRunner:
+    """Runs jobs on this machine, `config.workers` at a time."""
+
+    def __init__(self, store: Store, config: RunnerConfig):
+        self.store = store
+        self.config = config
+        self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="irscope-job")
+        os.makedirs(os.path.join(config.data_dir, "jobs"), exist_ok=True)
+        self.spares = Spares(config)
+
+    def submit(self, job: Job) -> None:
+        self.pool.submit(self._run_logged, job)
+
+    def start_background(self, languages: list[str], warm: bool) -> None:
+        """In the background: build each language's toolchain cache (if `warm`), then start the
+        spare workers, so that the spares already see the cache."""
+        if self.config.spare_workers > 0:
+            self.spares.release_stale()
+
+        def work() -> None:
+            for language in languages:
+                if warm:
+                    _logged(warm_toolchain, self.config, language, toolchain(language))
+                _logged(self.spares.fill, language)
+        self.pool.submit(work)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.spares.shutdown()
+
+    def _run_logged(self, job: Job) -> None:
+        try:
+            run_job(self.store, self.config, job, self.spares)
+        except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
+            log.exception("job %s failed in the runner", job.id)
+            self.store.finish_job(job.id, JobError(ErrorKind.InternalError, f"irscope's runner failed: {e}"), {})
+
+
+def _logged(fn, *args) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - a failed warm-up only means jobs start cold
+        log.exception("%s failed", fn.__name__)
+
+
+def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None) -> None:
+    """Run one job to the end and store everything it produced that keeps the runner's rules."""
+    fits = registry.get(job.request.language).spare_fits(job.request)
+    spare = spares.take(job.request.language) if spares and fits else None
+    ready = spare is not None and job_process.is_ready(spare[0])
+    if spare is not None:
+        job_dir, proc = spare
+    else:
+        job_dir = os.path.join(config.data_dir, "jobs", job.id)
+        job_dirs.prepare(job_dir, config.user, config.job_disk_bytes)
+    store.set_running(job.id, "handed to a pre-started worker" if spare else "starting the sandboxed worker")
+    reader = BundleReader(job_dir, config.job)
+    stored: set[str] = store.stage_keys(job.id)
+    last_progress = [""]
+    broken: list[str] = []  # the rule the job's output broke, if it broke one
+
+    def collect() -> Manifest | None:
+        if broken:
+            return None
+        try:
+            manifest = reader.manifest()
+            if manifest is None:
+                return None
+            for position, stage in enumerate(manifest.stages):
+                if stage.key in stored:
+                    continue
+                text = reader.stage_text(stage)
+                if text is None:
+                    continue
+                stage.size = len(text.encode("utf-8"))
+                store.add_stage(job.id, position, stage, text)
+                stored.add(stage.key)
+        except BundleRuleError as e:
+            # A hostile or broken worker: stop it now and keep nothing more of what it wrote.
+            broken.append(str(e))
+            proc.stop()
+            return None
+        if manifest.progress != last_progress[0] and manifest.status == "running":
+            last_progress[0] = manifest.progress
+            store.set_progress(job.id, manifest.progress, manifest.timings)
+        return manifest
+
+    if spare is None:
+        env, binds = job_process.environment(config, job.request.language, job.toolchain)
+        missing = _write_inputs(store, job_dir, job)
+        if missing:
+            store.finish_job(job.id, JobError(ErrorKind.InputError, missing), {})
+            if not config.keep_job_dirs:
+                job_dirs.release(job_dir)
+            reader.close()
+            return
+        job_process.write_job_file(job_dir, job.request, job.toolchain, config.job)
+        proc = sandbox.Sandboxed(job_process.spec(config, job_dir, env, binds), config.job)
+    else:
+        job_process.write_job_file(job_dir, job.request, job.toolchain, config.job)
+        proc.start_clock()
+    try:
+        outcome = proc.wait(on_tick=collect)
+        manifest = collect() or Manifest(status="running")
+    finally:
+        reader.close()
+    if broken:
+        error = JobError(ErrorKind.ResultRuleError, f"the job's result bundle broke a rule of the runner: {broken[0]}. "
+                                                    "The job was stopped and nothing of that file was stored.")
+    else:
+        error = _final_error(manifest, outcome)
+        if error is not None and error.kind in (ErrorKind.WorkerCrashed, ErrorKind.InternalError) \
+                and job_dirs.is_full(job_dir):
+            error = JobError(ErrorKind.DiskLimit, f"the job filled its {config.job_disk_bytes // 2**20} MiB job "
+                                                  "directory (setting job_disk_mb)")
+    if outcome.output.strip():
+        text = scrub_paths(outcome.output, config, job_dir)
+        text += "\n[irscope: worker output cut at the output limit]\n" if outcome.output_truncated else ""
+        store.add_stage(job.id, 10_000, Stage(key="worker.log", title="Worker log", group="Run", format="text",
+                                              size=len(text.encode())), text)
+    timings = dict(manifest.timings) if not broken else {}
+    timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none",
+                      "worker": "pre-started" if spare else "started for the job",
+                      "worker_was_ready": ready if spare else False}
+    if error is not None and error.kind == ErrorKind.WorkerCrashed:
+        error = JobError(error.kind, scrub_paths(error.message, config, job_dir), error.line)
+    store.finish_job(job.id, error, timings)
+    if not config.keep_job_dirs:
+        job_dirs.release(job_dir)
+    if spares is not None:
+        _logged(spares.fill, job.request.language)
+
+
+def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:
+    """Copy the uploads the job's pipeline reads (Pipeline.inputs) into JOB/inputs/, owned by the
+    runner and only readable by the job. Returns why not, when an upload is not in the store."""
+    wanted = registry.get(job.request.language).inputs(job.request)
+    if not wanted:
+        return None
+    folder = os.path.join(job_dir, INPUTS_DIR)
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    for name, digest in wanted.items():
+        data = store.upload(digest)
+        if data is None:
+            return f"the uploaded file {name!r} (sha256 {digest[:12]}...) is not in the store any more; upload it again"
+        path = os.path.join(folder, os.path.basename(name))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    return None
+
+
+def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
+    """The worker's output without the host's own paths (where irscope, its data, the Python
+    install and the virtualenv live): the job sees them, but a reader of worker.log need not."""
+    names = {job_dir: "<job>", config.data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
+             sys.base_prefix: "<python>", sys.exec_prefix: "<venv>"}
+    for path in list(names):
+        real = os.path.realpath(path)
+        if real != path:
+            names.setdefault(real, names[path])
+    for path in sorted(names, key=len, reverse=True):
+        if len(path) > 4:  # never "/" or "/usr"
+            text = text.replace(path, names[path])
+    return text
+
+
+def _final_error(manifest: Manifest, outcome: sandbox.Outcome) -> JobError | None:
+    """The job's error: a limit the sandbox saw beats what the worker managed to say."""
+    if outcome.limit:
+        return JobError(_LIMIT_KINDS[outcome.limit], outcome.message or outcome.limit)
+    if manifest.status in ("done", "failed"):
+        return manifest.error
+    code = outcome.returncode
+    signum = -code if code is not None and code < 0 else (code - 128 if code and code > 128 else None)
+    how = f"was killed by {signal.Signals(signum).name}" if signum and signum in signal.valid_signals() \
+        else f"exited with status {code}"
+    tail = "\n".join(outcome.output.strip().splitlines()[-15:])
+    return JobError(ErrorKind.WorkerCrashed, f"the worker process {how} before finishing the job"
+                    + (f"; its last output:\n{tail}" if tail else ""))

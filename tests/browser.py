@@ -1,0 +1,198 @@
+"""The browser tests' shared side: Debian's Chromium driven by Playwright against a real `irscope
+serve` process (tests/real_servers.py), every page under a strict Content-Security-Policy (no
+'unsafe-inline', no 'unsafe-eval'), every console error and CSP violation failing the test that
+caused it; and the helpers that act on the IDE as a user does. Its fixtures reach every test
+module through conftest.py (`pytest_plugins`): one browser per session, one server per module
+(a module overrides `server_data` to serve another store), screenshots in a temporary directory,
+or in docs/screenshots with IRSCOPE_TEST_SCREENSHOTS=1 (how the README's pictures are taken).
+
+Nothing here waits a fixed time: every wait is for something the page shows.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import needs_bwrap
+from tests.real_servers import ROOT, Serve
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
+LANGUAGES = ("pytorch", "triton", "hlo", "stablehlo", "jax")
+JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
+# Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
+DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile", "guards"}  # drawn as SVG or tables, not as lines
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - the test extra pins it; say so instead of failing to collect
+    sync_playwright = None
+
+# Every browser test module's marks: `pytestmark = BROWSER_MARKS`.
+BROWSER_MARKS = [
+    needs_bwrap, pytest.mark.slow, pytest.mark.browser,
+    pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed "
+                                                       "(pip install -r requirements.lock)"),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}: install Debian's "
+                                                            "`chromium` package (./run.sh does, as root)"),
+]
+
+
+# --- one browser, a server per module ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server_data(tmp_path_factory):
+    """The server's data directory (its SQLite store is shared with the tests that write to it)."""
+    return tmp_path_factory.mktemp("browser-data")
+
+
+@pytest.fixture(scope="module")
+def server(server_data):
+    served = Serve(str(server_data), {"languages": ",".join(LANGUAGES), "workers": 2, "spare_workers": 0,
+                                      "warm_toolchain_cache": False, "poll_interval_ms": 250}).start()
+    yield served.base
+    served.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go: a temporary directory, or the README's docs/screenshots when
+    IRSCOPE_TEST_SCREENSHOTS=1 (then commit what changed)."""
+    if os.environ.get("IRSCOPE_TEST_SCREENSHOTS") == "1":
+        return Path(ROOT) / "docs" / "screenshots"
+    return tmp_path_factory.mktemp("screenshots")
+
+
+class Watched:
+    """A page and everything that went wrong in it: console errors, uncaught exceptions, CSP
+    violations (reported by the page's own securitypolicyviolation events)."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+
+    def problems(self) -> list[str]:
+        violations = self.page.evaluate("() => window.__cspViolations || []")
+        return self.errors + [f"CSP violation: {v}" for v in violations]
+
+
+_RECORD_CSP = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", function (e) {
+  window.__cspViolations.push(e.violatedDirective + " blocked " + (e.blockedURI || "inline") + " at " +
+                              e.sourceFile + ":" + e.lineNumber);
+});
+"""
+
+
+@pytest.fixture
+def watched(browser, server):
+    context = browser.new_context(base_url=server, viewport={"width": 1400, "height": 900})
+
+    def with_csp(route):
+        # The policy the page must work under, whatever headers the server sets itself.
+        # Only GET documents are re-fetched: Playwright's fetch drops the file parts of a multipart
+        # POST (the import form), and a POST's answer is a redirect to a GET that gets the policy.
+        if route.request.resource_type != "document" or route.request.method != "GET":
+            route.continue_()
+            return
+        # Redirects go back to the browser (it follows them, through this route, to the address
+        # a user would see), instead of being followed here behind the first address.
+        response = route.fetch(max_redirects=0)
+        headers = dict(response.headers, **{"content-security-policy": CSP})
+        route.fulfill(response=response, headers=headers)
+
+    context.route("**/*", with_csp)
+    context.add_init_script(_RECORD_CSP)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    w = Watched(page)
+    yield w
+    problems = w.problems() if not page.is_closed() else w.errors
+    context.close()
+    assert problems == [], problems
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def editor_text(page) -> str:
+    return page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getValue()")
+
+
+def set_editor(page, text: str) -> None:
+    page.evaluate("(t) => document.querySelector('.CodeMirror').CodeMirror.setValue(t)", text)
+
+
+def status(page) -> str:
+    return page.get_attribute("#results .status .state", "data-status")
+
+
+def wait_finished(page) -> str:
+    page.wait_for_selector("#results .status .state[data-status=done], #results .status .state[data-status=failed]",
+                           timeout=JOB_TIMEOUT_MS)
+    return status(page)
+
+
+def tab_keys(page) -> list[str]:
+    """Every stage the tab bar offers, tabs and list entries alike, in order."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=""])'))
+        .map(e => e.dataset.key || e.value)""")
+
+
+COMPILED: set[tuple[str, str]] = set()  # (language, source) a browser test's server has compiled
+
+
+def mark_no_reload(page) -> None:
+    page.evaluate("() => { window.__sameDocument = true; }")
+
+
+def still_same_document(page) -> bool:
+    return page.evaluate("() => window.__sameDocument === true")
+
+
+def compile_in_page(page, language: str, source: str | None = None) -> str:
+    """Open the IDE for `language`, press Compile, wait for the job to end without a reload;
+    returns the job id (from the URL the page pushed)."""
+    page.goto(f"/?language={language}")
+    if source is not None:
+        set_editor(page, source)
+    COMPILED.add((language, editor_text(page)))
+    mark_no_reload(page)
+    page.click("#compile")
+    assert wait_finished(page) in ("done", "failed")
+    assert still_same_document(page), "the page was reloaded"
+    return page.get_attribute("#job-bar", "data-job")
+
+
+def open_stage(page, key: str, pane: str = "#pane") -> None:
+    """Open one stage from the tab bar (its tab, or its entry in a group's list) and wait for it."""
+    tab = page.locator(f'#results .stage-tabs [role=tab][data-key="{key}"]')
+    if tab.count():
+        tab.click()
+    else:
+        select = page.locator(f'#results .stage-tabs .stage-select:has(option[value="{key}"])')
+        select.select_option(key)
+    page.wait_for_selector(f'{pane} .artifact[data-key="{key}"]')
+
+
+def raw_stage(page, job_id: str, key: str) -> dict:
+    response = page.request.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}?format=json")
+    assert response.ok, key
+    return response.json()
+
+
+# --- tests -----------------------------------------------------------------------------------------
