@@ -87,8 +87,11 @@ def targets():
     from compiler.targets import TARGETS  # the target table imports no compiler
     svc = services()
     if not svc.settings["broker_url"]:
+        spares = getattr(svc.runner, "spares", None)
         workers = [{"name": "embedded", "host": socket.gethostname(), "concurrency": int(svc.settings["workers"]),
-                    "running": None, "device": False, "last_seen": None}]
+                    "running": None, "device": False, "last_seen": None,
+                    # per language: spares ready and starting, and the resident memory of each
+                    "spares": spares.report() if spares is not None else {}}]
         return jsonify({"mode": "embedded", "targets": [{"name": "cpu", "workers": workers}],
                         "virtual": list(TARGETS)})
     live = svc.store.live_workers(float(svc.settings["worker_lost_after_s"]))

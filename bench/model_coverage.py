@@ -9,9 +9,11 @@ DIR (default bench/models) holds sources in either convention (`model` / `exampl
 KernelBench's `Model` / `get_inputs` / `get_init_inputs`). Every file is submitted once per target
 (`target` option; the others at their defaults: `run: auto`); the table then lists, per file and
 target: status, error kind, run mode (compile-only or compile-and-run, chosen by irscope from the
-inputs' size), the job's wall time in the sandbox, and how many kernels Inductor generated (C++
-kernels on the host, Triton kernels on a GPU target) with how many Triton compilations (one per
-autotune config) reached SASS. A summary line closes it.
+peak the run would hold, estimated on fake tensors), the job's wall time in the sandbox, how many
+kernels Inductor generated (C++ kernels on the host, Triton kernels on a GPU target) with how many
+Triton compilations (one per autotune config) reached SASS, the estimated and (for the jobs that
+ran) the measured peak, and the kind of a notice when the measurement was stopped. A summary line
+closes it: counts per run mode, and measured against estimated peak for the jobs that ran.
 """
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ def kernels(job: dict) -> tuple[int, int]:
 
 def main() -> None:
     from app import create_app
-    from service import runner
     from service.toolchain import toolchain
+    from service.toolchain_cache import warm_toolchain
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", nargs="?", default=os.path.join(HERE, "models"))
     parser.add_argument("--targets", default="host,cuda:sm_90")
@@ -60,7 +62,7 @@ def main() -> None:
     if svc.refusal:
         raise SystemExit(svc.refusal)
     # the toolchain warm-up (Inductor's ISA probes), which `irscope serve` runs at start-up
-    runner.warm_toolchain(svc.runner.config, "pytorch", toolchain("pytorch"))
+    warm_toolchain(svc.runner.config, "pytorch", toolchain("pytorch"))
     client = app.test_client()
     ids: dict[tuple[str, str], str] = {}
     started = time.perf_counter()
@@ -88,10 +90,11 @@ def main() -> None:
 
     width = max(len(f) for f in files)
     print(f"{'model file':<{width}}  {'target':<11} {'status':<6} {'error kind':<16} {'run mode':<15} "
-          f"{'wall s':>7} {'kernels':>7} {'SASS':>5}")
+          f"{'wall s':>7} {'kernels':>7} {'SASS':>5} {'est. GB':>8} {'meas. GB':>8} {'notice':<10}")
     ok = 0
     kinds: dict[str, int] = {}
     modes: dict[str, int] = {}
+    peaks: list[tuple[str, int, int]] = []  # the models that ran: (file, estimated, measured peak)
     for name in files:
         for target in targets:
             job = jobs[(name, target)]
@@ -103,14 +106,26 @@ def main() -> None:
             if error:
                 kinds[error["kind"]] = kinds.get(error["kind"], 0) + 1
             modes[mode] = modes.get(mode, 0) + 1
+            run_mode = (job.get("timings") or {}).get("run_mode") or {}
+            est, meas = run_mode.get("estimated_peak_bytes"), run_mode.get("measured_peak_bytes")
+            notice = ((job.get("timings") or {}).get("not_measured") or {}).get("kind", "-")
+            if mode == "compile-and-run" and isinstance(est, int) and isinstance(meas, int):
+                peaks.append((name, est, meas))
             print(f"{name:<{width}}  {target:<11} {job['status']:<6} {error.get('kind', '-'):<16} {mode:<15} "
-                  f"{(f'{wall:.1f}' if isinstance(wall, (int, float)) else '-'):>7} {n_kernels:>7} {n_sass:>5}")
+                  f"{(f'{wall:.1f}' if isinstance(wall, (int, float)) else '-'):>7} {n_kernels:>7} {n_sass:>5} "
+                  f"{(f'{est / 1e9:.2f}' if isinstance(est, int) else '-'):>8} "
+                  f"{(f'{meas / 1e9:.2f}' if isinstance(meas, int) else '-'):>8} {notice:<10}")
             if error:
                 print(f"{'':<{width}}    {error.get('message', '')[:300]}")
     print(f"summary: {ok}/{len(jobs)} compiled ({len(files)} files x {len(targets)} targets); run modes: "
           + ", ".join(f"{m} {n}" for m, n in sorted(modes.items()))
           + "; errors: " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none")
           + f"; {total_s:.0f} s in all with {args.workers} workers")
+    if peaks:
+        ratios = sorted(m / e for _, e, m in peaks)
+        print(f"the {len(peaks)} jobs that ran: measured / estimated peak median {ratios[len(ratios) // 2]:.2f} "
+              f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}); measured: the job process's resident high-water "
+              "mark less its memory after importing torch (the compile's own memory included)")
 
 
 if __name__ == "__main__":

@@ -419,7 +419,10 @@ TIMINGS = {
     "run": "the compiled code's run time (`eager_ms`, `compiled_ms` medians with spread), `where`, `what`, "
            "`accuracy`, `memory`",
     "target": "where the job compiled for, and whether anything ran",
-    "run_mode": "compile-only or compile-and-run, and the sentence saying why (`mode`, `sentence`, sizes)",
+    "run_mode": "compile-only or compile-and-run, and the sentence saying why (`mode`, `sentence`, sizes, the "
+                "estimated peak and, after a run, the measured one)",
+    "not_measured": "a job that compiled but whose measurement was stopped or cut: the `phase`, `why`, the "
+                    "error `kind` and `line`, the `setting` whose limit it met",
     "kernels": "per-launch times on a real GPU",
     "job": "the runner's wall time, sandbox and worker",
 }
@@ -460,6 +463,7 @@ class Timings:
     compile: CompileTimes | None
     run: RunTimes | None
     others: dict[str, dict[str, Any]]  # the other timings that are objects (target, job, ...)
+    not_measured: dict[str, Any] | None = None  # a compiled job's measurement that was stopped or cut
 
     @classmethod
     def read(cls, timings: dict[str, Any]) -> "Timings":
@@ -479,8 +483,10 @@ class Timings:
             run_times = RunTimes(str(run.get("where", "")), str(run.get("what", "")), medians,
                                  {k: v for k, v in run.items() if not isinstance(v, (dict, list))},
                                  accuracy if isinstance(accuracy, dict) else {})
-        others = {k: v for k, v in timings.items() if k not in ("compile", "run") and isinstance(v, dict)}
-        return cls(compile_times, run_times, others)
+        others = {k: v for k, v in timings.items()
+                  if k not in ("compile", "run", "not_measured") and isinstance(v, dict)}
+        notice = timings.get("not_measured")
+        return cls(compile_times, run_times, others, notice if isinstance(notice, dict) else None)
 
 
 # --- the table ----------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ class JobSettings:
     max_stage_meta_kb: int = 1024
     # what the pipelines do within the limits
     measure_s: float = 1.0
-    run_memory_percent: int = 25
+    run_memory_percent: int = 50
     import_max_files: int = 2000
     import_max_unpacked_mb: int = 512
 
@@ -222,16 +222,21 @@ class Manifest:
     toolchain: dict[str, str] = field(default_factory=dict)
     error: JobError | None = None
     progress: str = ""
+    # Every stage is written and only measuring is left: a limit that stops the job now leaves it
+    # done, with what was not measured said (Bundle.compiled).
+    compiled: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {**self.to_json_without_stages(), "stages": [s.to_json() for s in self.stages]}
 
     def to_json_without_stages(self) -> dict[str, Any]:
         return {"status": self.status, "timings": self.timings, "toolchain": self.toolchain,
-                "error": self.error.to_json() if self.error else None, "progress": self.progress}
+                "error": self.error.to_json() if self.error else None, "progress": self.progress,
+                "compiled": self.compiled}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Manifest":
         return cls(status=data["status"], stages=[Stage.from_json(s) for s in data.get("stages", [])],
                    timings=data.get("timings") or {}, toolchain=data.get("toolchain") or {},
-                   error=JobError.from_json(data.get("error")), progress=data.get("progress", ""))
+                   error=JobError.from_json(data.get("error")), progress=data.get("progress", ""),
+                   compiled=bool(data.get("compiled", False)))

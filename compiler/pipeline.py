@@ -13,7 +13,8 @@ import json
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from compiler import formats
@@ -127,6 +128,11 @@ class Pipeline:
         `request`; otherwise the job starts a worker of its own."""
         return True
 
+    def uses_toolchain_cache(self, request: Request) -> bool:
+        """Whether a job of `request` is seeded from the toolchain cache the warm-up builds (a job
+        arriving while the warm-up runs then waits for it rather than build the same beside it)."""
+        return self.warmup_source is not None
+
     def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
         """A spare worker, before any job exists (environment() already set): get the process
         ready. Here: import `prewarm_modules`. A pipeline may do more (a warm-up compile of its own
@@ -164,6 +170,9 @@ class JobContext:
     toolchain_cache: str = ""  # the trusted toolchain cache to seed from, read-only ("" when none)
     export_toolchain_cache: str = ""  # the warm-up job only: where to export the toolchain cache
     inputs_dir: str = ""  # the uploads the runner put in the job (Pipeline.inputs), read-only ("" when none)
+    # time.monotonic() when the job began in this process: with settings.wall_time_limit_s, when
+    # the sandbox's wall clock will stop it
+    started: float = field(default_factory=time.monotonic)
 
 
 class Bundle:
@@ -235,6 +244,13 @@ class Bundle:
         formats.check_timing(name, value)
         with self._lock:
             self.manifest.timings[name] = value
+            self.flush()
+
+    def compiled(self) -> None:
+        """Every stage is written; what is left only measures (timing, profiling, accuracy). A
+        limit that stops the job from here on leaves it done, saying what was not measured."""
+        with self._lock:
+            self.manifest.compiled = True
             self.flush()
 
     def finish(self, error: JobError | None = None) -> None:

@@ -88,9 +88,41 @@ def user_line(exc: BaseException, path: str) -> int | None:
     return mentioned[-1] if mentioned else None
 
 
+# irscope's own code, as a traceback names it: the job process and the pipelines (compiler/), and
+# runpy, through which irscope runs the user's file.
+_IRSCOPE_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "compiler" + os.sep,
+                 "<frozen runpy>")
+_FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line \d+, in ')
+
+
+def cut_irscope_frames(text: str, own: tuple[str, ...] = _IRSCOPE_CODE) -> str:
+    """`text` with the traceback frames of irscope's own code cut (each frame is its `File "..."`
+    line and the more indented lines under it: the code, the carets), each run of them replaced
+    by one line saying how many were cut; the user's frames and the compiler's are kept."""
+    lines = text.split("\n")
+    out: list[str] = []
+    cut, indent, i = 0, "", 0
+    while i < len(lines):
+        frame = _FRAME.match(lines[i])
+        if frame and frame.group("file").startswith(own):
+            cut, indent = cut + 1, frame.group("indent")
+            i += 1
+            while i < len(lines) and lines[i].startswith(indent + " ") and not _FRAME.match(lines[i]):
+                i += 1
+            continue
+        if cut:
+            out.append(f"{indent}[irscope: {cut} frame{'s' if cut > 1 else ''} of irscope's own code cut]")
+            cut = 0
+        out.append(lines[i])
+        i += 1
+    if cut:
+        out.append(f"{indent}[irscope: {cut} frame{'s' if cut > 1 else ''} of irscope's own code cut]")
+    return "\n".join(out)
+
+
 def describe(exc: BaseException) -> str:
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return text[:4000]
+    return cut_irscope_frames(text)[:4000]
 
 
 # What running out of memory looks like, wherever it happens: Python's MemoryError, PyTorch's CPU

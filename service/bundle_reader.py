@@ -31,7 +31,7 @@ STAGE_FILE_RE = re.compile(r"^\d{4}\.txt$")
 # Stage keys: a kind, then qualifiers (`dynamo.fx_graph:0/0_1`, `kernel:cpp_fused_add_0`,
 # `xla.pass:0012.spmd.sharding-propagation`). No spaces, quotes or markup.
 KEY_RE = re.compile(r"^[\w][\w.:/+\-\[\]@#=,]{0,199}$")
-_MANIFEST_FIELDS = {"status", "stages", "timings", "toolchain", "error", "progress"}
+_MANIFEST_FIELDS = {"status", "stages", "timings", "toolchain", "error", "progress", "compiled"}
 _STAGE_FIELDS = {"key", "title", "group", "format", "size", "file", "source_map", "meta"}
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 
@@ -166,8 +166,11 @@ def parse_manifest(data: bytes, caps: JobSettings) -> Manifest:
         error = JobError(kind=kind, message=_string(error.get("message"), 65536, "the manifest's error message"),
                          line=None if line is None else _int(line, "the manifest's error line", 1))
     progress = _string(raw.get("progress", ""), 1000, "the manifest's progress")
+    compiled = raw.get("compiled", False)
+    if not isinstance(compiled, bool):
+        raise BundleRuleError("the manifest's compiled must be true or false")
     return Manifest(status=status, stages=stages, timings=timings, toolchain=toolchain, error=error,
-                    progress=progress)
+                    progress=progress, compiled=compiled)
 
 
 def _stage(s: Any, n: int, caps: JobSettings) -> Stage:

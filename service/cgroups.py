@@ -213,6 +213,20 @@ class JobCgroup:
         name = "memory.events" if os.path.exists(os.path.join(path, "memory.events")) else "memory.oom_control"
         return self._events(path, name).get("oom_kill", 0) > 0
 
+    def resident_bytes(self) -> int | None:
+        """The resident memory of the job's processes together (VmRSS summed), or None when the
+        job has no cgroup to list them."""
+        if not self.dirs:
+            return None
+        total = 0
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+                    total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
     def pids(self) -> list[int]:
         for path in dict.fromkeys(self.dirs.values()):
             try:

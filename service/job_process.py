@@ -32,6 +32,7 @@ class RunnerConfig:
     job: JobSettings = field(default_factory=JobSettings)  # every job's settings and limits
     keep_job_dirs: bool = False
     spare_workers: int = 0  # job processes started ahead of demand, per language that can use them
+    spare_memory_mb: int = 0  # what the spares may hold in memory together (0: no bound)
     user: sandbox.SandboxUser | None = None  # the host user jobs run as (with a root server)
 
     @property

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Any, Protocol
 
 from compiler import registry
 from compiler.errors import ErrorKind
@@ -31,6 +34,10 @@ log = logging.getLogger(__name__)
 _LIMIT_KINDS = {"wall_time": ErrorKind.WallTimeLimit, "cpu_time": ErrorKind.CpuTimeLimit,
                 "file_size": ErrorKind.FileSizeLimit, "processes": ErrorKind.ProcessLimit,
                 "memory": ErrorKind.MemoryLimit}
+
+
+# What may stop a job after its compile (Manifest.compiled) without making it a failed one.
+_AFTER_COMPILE = frozenset({*_LIMIT_KINDS.values(), ErrorKind.WorkerCrashed, ErrorKind.DiskLimit})
 
 
 class Runner(Protocol):
@@ -53,30 +60,37 @@ class LocalRunner:
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="irscope-job")
         os.makedirs(os.path.join(config.data_dir, "jobs"), exist_ok=True)
         self.spares = Spares(config)
+        self.warm_ups = WarmUps(config)
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-warm-up")
 
     def submit(self, job: Job) -> None:
         self.pool.submit(self._run_logged, job)
 
     def start_background(self, languages: list[str], warm: bool) -> None:
-        """In the background: build each language's toolchain cache (if `warm`), then start the
-        spare workers, so that the spares already see the cache."""
+        """In the background, on a thread of its own (not one of the pool's job slots): build each
+        language's toolchain cache (if `warm`), then start the spares, so that they see the cache."""
         if self.config.spare_workers > 0:
             self.spares.release_stale()
+        if warm:
+            self.warm_ups.announce(languages)
 
         def work() -> None:
             for language in languages:
                 if warm:
-                    _logged(warm_toolchain, self.config, language, toolchain(language))
+                    _logged(self.warm_ups.build, language)
                 _logged(self.spares.fill, language)
-        self.pool.submit(work)
+        # A thread that lives as long as the runner: bubblewrap's --die-with-parent kills a sandbox
+        # when the thread that started it ends, and this one starts the first spares.
+        self.background.submit(work)
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.background.shutdown(wait=False, cancel_futures=True)
         self.spares.shutdown()
 
     def _run_logged(self, job: Job) -> None:
         try:
-            run_job(self.store, self.config, job, self.spares)
+            run_job(self.store, self.config, job, self.spares, self.warm_ups)
         except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
             log.exception("job %s failed in the runner", job.id)
             self.store.finish_job(job.id, JobError(ErrorKind.InternalError, f"irscope's runner failed: {e}"), {})
@@ -89,13 +103,83 @@ def _logged(fn, *args) -> None:
         log.exception("%s failed", fn.__name__)
 
 
-def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None) -> None:
+class WarmUps:
+    """The toolchain warm-ups of this runner (service/toolchain_cache.py): which language's is
+    running, since when, and how long the last one on this host took, so that a job arriving
+    meanwhile waits for the cache instead of building the same beside it."""
+
+    def __init__(self, config: RunnerConfig):
+        self.config = config
+        self._lock = threading.Lock()
+        self._running: dict[str, float] = {}  # language -> time.monotonic() it was announced
+        self._done = threading.Condition(self._lock)
+
+    def announce(self, languages: list[str]) -> None:
+        """The warm-ups about to run (before the thread that runs them starts)."""
+        now = time.monotonic()
+        with self._lock:
+            for language in languages:
+                if registry.get(language).warmup_source is not None and not os.path.isdir(
+                        job_process.toolchain_cache_dir(self.config, language, toolchain(language))):
+                    self._running[language] = now
+
+    def build(self, language: str) -> None:
+        started = time.monotonic()
+        try:
+            if warm_toolchain(self.config, language, toolchain(language)):
+                _write_duration(self.config, language, time.monotonic() - started)
+        finally:
+            with self._lock:
+                self._running.pop(language, None)
+                self._done.notify_all()
+
+    def wait(self, language: str, progress: Any) -> float:
+        """Wait while `language`'s warm-up runs, saying so (`progress(sentence)`) with the time left
+        when an earlier warm-up on this host says how long one takes. Seconds waited."""
+        expected = _read_duration(self.config, language)
+        waited = 0.0
+        with self._lock:
+            while language in self._running:
+                elapsed = time.monotonic() - self._running[language]
+                waited = elapsed
+                left = f"about {max(expected - elapsed, 1):.0f} s left" if expected else f"{elapsed:.0f} s so far"
+                progress(f"warming up: irscope's own compile is building the toolchain cache every job reuses "
+                         f"(the CPU probes and the precompiled header), {left}")
+                self._done.wait(timeout=1.0)
+        return waited
+
+
+def _duration_file(config: RunnerConfig, language: str) -> str:
+    return os.path.join(config.data_dir, "toolchain", f"{language}.warm-up-seconds")
+
+
+def _write_duration(config: RunnerConfig, language: str, seconds: float) -> None:
+    with open(_duration_file(config, language), "w", encoding="utf-8") as f:
+        f.write(f"{seconds:.1f}\n")
+
+
+def _read_duration(config: RunnerConfig, language: str) -> float | None:
+    try:
+        with open(_duration_file(config, language), encoding="utf-8") as f:
+            return float(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None = None,
+            warm_ups: WarmUps | None = None) -> None:
     """Run one job to the end and store everything it produced that keeps the runner's rules."""
-    fits = registry.get(job.request.language).spare_fits(job.request)
+    pipeline = registry.get(job.request.language)
+    waited = 0.0
+    if warm_ups is not None and pipeline.uses_toolchain_cache(job.request):
+        waited = warm_ups.wait(job.request.language, lambda text: store.set_running(job.id, text))
+    fits = pipeline.spare_fits(job.request)
     spare = spares.take(job.request.language) if spares and fits else None
-    ready = spare is not None and job_process.is_ready(spare[0])
+    ready = spare is not None and spare.ready
+    taken = spare.describe() if spare is not None else None
     if spare is not None:
-        job_dir, proc = spare
+        job_dir, proc = spare.job_dir, spare.proc
+
     else:
         job_dir = os.path.join(config.data_dir, "jobs", job.id)
         job_dirs.prepare(job_dir, config.user, config.job_disk_bytes)
@@ -168,8 +252,18 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     timings["job"] = {"wall_s": round(outcome.wall_s, 3), "sandbox": "bubblewrap" if outcome.sandboxed else "none",
                       "worker": "pre-started" if spare else "started for the job",
                       "worker_was_ready": ready if spare else False}
+    if taken is not None:
+        timings["job"]["spare"] = taken
+    if waited:
+        timings["job"]["waited_for_toolchain_warm_up_s"] = round(waited, 1)
     if error is not None and error.kind == ErrorKind.WorkerCrashed:
         error = JobError(error.kind, scrub_paths(error.message, config, job_dir), error.line)
+    if error is not None and not broken and manifest.compiled and error.kind in _AFTER_COMPILE:
+        # Every stage was written; a limit or a crash stopped only the measurement: the job is done.
+        setting = re.search(r"\(setting (\w+)\)", error.message)
+        timings["not_measured"] = {"phase": manifest.progress or "measuring", "kind": str(error.kind),
+                                   "why": error.message, "line": None, "setting": setting.group(1) if setting else None}
+        error = None
     store.finish_job(job.id, error, timings)
     if not config.keep_job_dirs:
         job_dirs.release(job_dir)

@@ -278,6 +278,10 @@ class Sandboxed:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def resident_bytes(self) -> int | None:
+        """What the sandboxed processes hold in memory now (their cgroup's VmRSS summed)."""
+        return self.cgroup.resident_bytes()
+
     def stop(self) -> None:
         """Kill every process of the job now, without waiting (`wait` then returns)."""
         _kill(self.proc, self.cgroup)

@@ -52,10 +52,13 @@ SETTINGS: tuple[Setting, ...] = (
     _job("wall_time_limit_s", "Wall-clock seconds a job may take before it is stopped."),
     _job("cpu_time_limit_s", "CPU seconds the worker process may use (RLIMIT_CPU)."),
     _job("memory_limit_mb", "Address space of each process in the sandbox, in MiB (RLIMIT_AS)."),
-    _job("run_memory_percent", "A PyTorch job with `run: auto` compiles and runs its model when the inputs "
-                                      "and parameters take at most this share of memory_limit_mb (running holds "
-                                      "them several times over: eager, compiled, a float64 reference); above it, "
-                                      "it compiles only, on fake tensors."),
+    _job("run_memory_percent", "A PyTorch job with `run: auto` compiles and runs its model when the peak the "
+                               "run would hold (estimated on fake tensors with PyTorch's MemTracker: parameters, "
+                               "inputs, activations, the outputs the timing keeps) takes at most this share of "
+                               "memory_limit_mb (the rest: the interpreter, torch, the compile); above it, it "
+                               "compiles only, on fake tensors. The accuracy check's float64 copy is left out when "
+                               "only it does not fit. Where no estimate can be made, the inputs and parameters "
+                               "must fit half this share."),
     _job("job_memory_mb", "Memory all processes of one job may use together, in MiB, its tmpfs files "
                                    "included (a memory cgroup; past it the kernel kills the job)."),
     _job("job_cpus", "CPU cores' worth of time a job may use at once (a cgroup CPU quota)."),
@@ -85,10 +88,12 @@ SETTINGS: tuple[Setting, ...] = (
                                           "to build the toolchain cache later jobs are seeded with (Inductor's "
                                           "CPU ISA probes and the precompiled header of its kernels' prelude), "
                                           "kept per toolchain version and host (CPU flags, C++ compiler)."),
-    Setting("spare_workers", 1, "Sandboxed workers kept started per language, each waiting for exactly one job "
-                                "with its compiler imported and warmed up on irscope's own code (PyTorch: a "
-                                "compile, then a reset; nothing of it reaches the job); a used one is replaced "
-                                "when its job ends (0: start every worker on demand)."),
+    Setting("spare_workers", 2, "Sandboxed job processes kept started per language, each waiting for exactly one "
+                                "job with its compiler imported and warmed up on irscope's own code (PyTorch: a "
+                                "compile, then a reset; nothing of it reaches the job); a taken one is replaced at "
+                                "once, so back-to-back jobs find one ready (0: start every job's process on demand)."),
+    Setting("spare_memory_mb", 4096, "The most resident memory all spares together may hold, in MiB (each one's is "
+                                     "read from its cgroup; no more spares start past it). 0: no bound."),
     _job("measure_s", "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "
                               "calls, and after every stage is written); the Timings tab gives the repeat count "
                               "and the spread."),

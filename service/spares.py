@@ -1,11 +1,19 @@
 """Spares: job processes started ahead of demand, each already inside its own sandbox with its
 compiler imported and warmed up (the pipeline's `prepare_spare`), waiting for exactly one job (its
-job file). No two jobs ever share a process."""
+job file). No two jobs ever share a process.
+
+A taken spare is replaced at once (refilled eagerly), so a user pressing Compile again as soon as
+a job ends, or the next student of a class, finds one ready: `spare_workers` of them are kept per
+language while their memory together stays under `spare_memory_mb` (each one's resident memory is
+read from its cgroup, and reported with the job it serves).
+"""
 from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
+from dataclasses import dataclass
 
 from compiler import registry
 from service import job_dir as job_dirs
@@ -14,60 +22,107 @@ from service.job_process import RunnerConfig
 from service.toolchain import toolchain
 
 
+@dataclass
+class Spare:
+    """One spare: its job directory and process, and when it was started."""
+
+    job_dir: str
+    proc: sandbox.Sandboxed
+    started: float
+
+    @property
+    def ready(self) -> bool:
+        return self.proc.alive() and job_process.is_ready(self.job_dir)
+
+    def describe(self) -> dict:
+        """What the spare is when a job takes it (the job's timings say it)."""
+        return {"ready": self.ready, "waited_s": round(time.monotonic() - self.started, 1),
+                "memory_bytes": self.proc.resident_bytes()}
+
+
 class Spares:
-    """The spares of every language. A used spare is replaced when the job that took it ends, so
-    the new one's warm-up does not take CPU time from that job."""
+    """The spares of every language."""
 
     def __init__(self, config: RunnerConfig):
         self.config = config
         self._lock = threading.Lock()
-        self._spares: dict[str, list[tuple[str, sandbox.Sandboxed]]] = {}
+        self._spares: dict[str, list[Spare]] = {}
         self._closed = False
+        self._memory_seen = 0  # the largest resident memory a ready spare was seen with
 
     def fill(self, language: str) -> None:
+        """Start spares of `language` until `spare_workers` are alive, while their memory together
+        (the largest a ready spare was seen with, for each) stays within `spare_memory_mb`."""
         if self.config.spare_workers <= 0 or not registry.get(language).prewarm_modules:
             return
         with self._lock:
             if self._closed:
                 return
-            ready = [(d, p) for d, p in self._spares.get(language, []) if p.alive()]
-            while len(ready) < self.config.spare_workers:
-                ready.append(self._start(language))
-            self._spares[language] = ready
+            alive = self._alive(language)
+            for spare in alive:
+                self._note_memory(spare)
+            while len(alive) < self.config.spare_workers and self._room_for_one():
+                alive.append(self._start(language))
+            self._spares[language] = alive
 
-    def take(self, language: str) -> tuple[str, sandbox.Sandboxed] | None:
-        """A live spare for `language` (a ready one first), or None. The caller refills (`fill`)
-        when its job ends."""
+    def take(self, language: str) -> Spare | None:
+        """A live spare for `language` (a ready one first), or None; a replacement starts now."""
         with self._lock:
-            alive = []
-            for job_dir, proc in self._spares.get(language, []):
-                if proc.alive():
-                    alive.append((job_dir, proc))
-                else:
-                    proc.wait()
-                    job_dirs.release(job_dir)
-            alive.sort(key=lambda spare: not job_process.is_ready(spare[0]))
+            alive = self._alive(language)
+            alive.sort(key=lambda spare: not spare.ready)
             spare = alive.pop(0) if alive else None
             self._spares[language] = alive
+        if spare is not None:
+            self._note_memory(spare)
+            self.fill(language)
         return spare
 
     def waiting(self, language: str) -> list[sandbox.Sandboxed]:
         """The processes of the spares of `language` that wait for a job now (ready or not)."""
         with self._lock:
-            return [proc for _, proc in self._spares.get(language, [])]
+            return [spare.proc for spare in self._spares.get(language, [])]
 
     def ready(self, language: str) -> int:
         """How many spares of `language` are ready for a job now."""
         with self._lock:
-            return sum(1 for d, p in self._spares.get(language, []) if p.alive() and job_process.is_ready(d))
+            return sum(1 for spare in self._spares.get(language, []) if spare.ready)
 
-    def _start(self, language: str) -> tuple[str, sandbox.Sandboxed]:
+    def report(self) -> dict[str, dict]:
+        """Per language: the spares ready and starting, and the memory each holds now."""
+        with self._lock:
+            return {language: {"ready": sum(1 for s in spares if s.ready),
+                               "starting": sum(1 for s in spares if not s.ready),
+                               "memory_bytes": [s.proc.resident_bytes() for s in spares]}
+                    for language, spares in self._spares.items()}
+
+    def _alive(self, language: str) -> list[Spare]:
+        alive = []
+        for spare in self._spares.get(language, []):
+            if spare.proc.alive():
+                alive.append(spare)
+            else:
+                spare.proc.wait()
+                job_dirs.release(spare.job_dir)
+        return alive
+
+    def _note_memory(self, spare: Spare) -> None:
+        held = spare.proc.resident_bytes() if spare.ready else None
+        if held:
+            self._memory_seen = max(self._memory_seen, held)
+
+    def _room_for_one(self) -> bool:
+        """Whether one more spare fits `spare_memory_mb` beside those alive (of every language)."""
+        bound = self.config.spare_memory_mb << 20
+        count = sum(len(spares) for spares in self._spares.values())
+        return bound <= 0 or (count + 1) * self._memory_seen <= bound
+
+    def _start(self, language: str) -> Spare:
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
         job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
         env, binds = job_process.environment(self.config, language, toolchain(language), IRSCOPE_SPARE_FOR=language)
         # The wall clock starts when the spare is handed a job, not while it waits for one.
-        return job_dir, sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job,
-                                          clock=False)
+        proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job, clock=False)
+        return Spare(job_dir, proc, time.monotonic())
 
     def release_stale(self) -> None:
         """Unmount and remove spare directories a previous server process left behind (it was
@@ -81,9 +136,9 @@ class Spares:
         with self._lock:
             self._closed = True
             for spares in self._spares.values():
-                for job_dir, proc in spares:
-                    proc.kill()
-                    job_dirs.release(job_dir)
+                for spare in spares:
+                    spare.proc.kill()
+                    job_dirs.release(spare.job_dir)
             self._spares.clear()
 
     @property

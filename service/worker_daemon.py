@@ -101,7 +101,7 @@ class WorkerTier:
         with self._lock:
             self._running += 1
         try:
-            local.run_job(self.store, self.config, job, self.local.spares)
+            local.run_job(self.store, self.config, job, self.local.spares, self.local.warm_ups)
         except Exception as e:  # noqa: BLE001 - a runner bug must still end the job
             log.exception("job %s failed in the runner", job_id)
             self.store.finish_job(job_id, JobError(ErrorKind.InternalError, f"irscope's runner failed: {e}"), {})

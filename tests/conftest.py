@@ -82,20 +82,52 @@ def stage_text(client, job_id: str, key: str) -> str:
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
+@dataclass
+class FirstJob:
+    """A server's first job, submitted the moment the server started on a fresh data directory
+    (its toolchain warm-up running): the job's JSON once done, and every progress it showed."""
+
+    job: dict
+    progress: list
+
+
 @pytest.fixture(scope="session")
-def pytorch_toolchain_cache(tmp_path_factory) -> str:
-    """Inductor's CPU ISA probes, built once per session by the real warm-up job in the real sandbox
-    (service/toolchain_cache.warm_toolchain), as a server builds them at start-up. Apps that should start
-    warm get a copy (seed_toolchain_cache); apps that should start cold simply do not."""
-    from service import configure, job_process, settings
+def first_job_after_start(tmp_path_factory) -> tuple[str, FirstJob]:
+    """Inductor's CPU ISA probes and precompiled header, built once per session by the real warm-up
+    job in the real sandbox, as a server builds them at start-up (service/toolchain_cache.py):
+    an app starts on a fresh data directory and a job is submitted at once, as a user pressing
+    Compile on a just-started server does. Returns the cache's directory and that first job."""
+    data = tmp_path_factory.mktemp("toolchain-warmup")
+    app = make_app(data, languages="pytorch", warm_toolchain_cache=True, workers=1)
+    client = app.test_client()
+    response = client.post("/api/compile", json={"language": "pytorch", "source": FIRST_JOB})
+    assert response.status_code == 202, response.get_json()
+    job_id, progress = response.get_json()["job"], []
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/jobs/{job_id}").get_json()
+        if body.get("progress") and body["progress"] not in progress:
+            progress.append(body["progress"])
+        if body["status"] in ("done", "failed"):
+            break
+        time.sleep(0.1)
+    runner = app.extensions["irscope"].runner
+    from service import job_process
     from service.toolchain import toolchain
-    from service.toolchain_cache import warm_toolchain
-    values = settings.load({"data_dir": str(tmp_path_factory.mktemp("toolchain-warmup"))}, environ={})
-    config = job_process.RunnerConfig(data_dir=values["data_dir"], workers=1, job=configure.job_settings(values),
-                                      use_bwrap=shutil.which("bwrap") is not None)
-    versions = toolchain("pytorch")
-    assert warm_toolchain(config, "pytorch", versions)
-    return job_process.toolchain_cache_dir(config, "pytorch", versions)
+    cache = job_process.toolchain_cache_dir(runner.config, "pytorch", toolchain("pytorch"))
+    runner.shutdown()
+    assert os.path.isdir(cache), "the toolchain warm-up built no cache"
+    return cache, FirstJob(body, progress)
+
+
+FIRST_JOB = "import torch\n\n\ndef model(x):\n    return torch.cos(x) + 1\n\n\nexample_inputs = (torch.randn(32),)\n"
+
+
+@pytest.fixture(scope="session")
+def pytorch_toolchain_cache(first_job_after_start) -> str:
+    """The session's toolchain cache (first_job_after_start built it). Apps that should start warm
+    get a copy (seed_toolchain_cache); apps that should start cold simply do not."""
+    return first_job_after_start[0]
 
 
 def seed_toolchain_cache(cache: str, data_dir: str) -> str:

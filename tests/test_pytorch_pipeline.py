@@ -371,6 +371,12 @@ def test_graph_break_model_all_core_stages(compiled):
     assert "torch._C._nn.linear" in compiled.text("graph_break", "dynamo.fx_graph")
     breaks = compiled.text("graph_break", "dynamo.graph_breaks")
     FileCheck().check("## graph break 1").check(f"model.py:{PRINT_LINE}").check("print").run(breaks)
+    # the user code traceback holds the user's frames; irscope's own (its job process and pipeline)
+    # are cut, and counted
+    user_traceback = breaks.split("User code traceback:", 1)[1].split("\n\n", 1)[0]
+    assert "/compiler/" not in user_traceback and "<frozen runpy>" not in user_traceback, user_traceback
+    assert re.match(r"\n  \[irscope: \d+ frames? of irscope's own code cut\]\n  File ", user_traceback), user_traceback
+    assert re.search(rf'  File "[^"]*model\.py", line {PRINT_LINE}, in forward\n    print\(', user_traceback)
     code = compiled.stage("graph_break", "inductor.output_code:1/0")
     # the fused kernel names the fused ops: defined, then launched from call()
     FileCheck().check("cpp_fused__softmax_add_relu").check("def call(") \
@@ -517,6 +523,20 @@ def _is_probe(directory: str) -> bool:
     sources = [open(os.path.join(directory, n), errors="replace").read() for n in names if n.endswith(".cpp")]
     return (any(n.endswith(".so") for n in names) and not any(n.endswith(".py") for n in names)
             and not any("cpp_prefix.h" in text for text in sources))
+
+
+def test_the_first_job_after_a_start_waits_for_the_warm_up_and_says_so(first_job_after_start):
+    """Submitted the moment a server started on a fresh data directory, the job did not build the
+    toolchain beside the warm-up: its page said it was warming up, it waited, then ran seeded
+    with the cache the warm-up built (its ISA probes came from it, no header was built in it)."""
+    _, first = first_job_after_start
+    job = first.job
+    assert job["status"] == "done", job["error"]
+    assert any(p.startswith("warming up: irscope's own compile is building the toolchain cache") for p in
+               first.progress), first.progress
+    assert job["timings"]["job"]["waited_for_toolchain_warm_up_s"] > 0
+    compile_t = job["timings"]["compile"]
+    assert compile_t["isa_probes_from_toolchain_cache"] > 0 and compile_t["precompiled_headers_built_in_job"] == []
 
 
 def test_toolchain_cache_seeds_probes_and_the_precompiled_header_without_changing_what_is_compiled(

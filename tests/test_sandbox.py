@@ -60,6 +60,24 @@ def test_spinning_forever_is_stopped_by_wall_time(limited):
     assert job["error"]["message"] == "stopped after 4 s of wall time (setting wall_time_limit_s)"
 
 
+def test_a_limit_met_after_the_compile_leaves_the_job_done_saying_what_was_not_measured(limited):
+    """Once every stage is written (Bundle.compiled), a limit that stops the job - the wall clock
+    here, killing the process - only stops the measurement: the job is done, with every stage and
+    a notice naming the phase, the limit and the setting; before that point the same limit fails
+    the job (test_spinning_forever_is_stopped_by_wall_time)."""
+    client, _ = limited
+    job = compile_and_wait(client, "fake", "def measure():\n    while True:\n        pass\n", timeout=60)
+    assert job["status"] == "done" and job["error"] is None, job
+    assert {"source", "run.stdout", "fake.lines", "fake.names"} <= {s["key"] for s in job["stages"]}
+    notice = job["timings"]["not_measured"]
+    assert notice == {"phase": "measuring", "kind": "WallTimeLimit", "line": None, "setting": "wall_time_limit_s",
+                      "why": "stopped after 4 s of wall time (setting wall_time_limit_s)"}
+    page = client.get(f"/j/{job['id']}").get_data(as_text=True)
+    assert "compiled; not measured" in page and 'class="error-box"' not in page
+    timings = client.get(f"/j/{job['id']}/timings").get_data(as_text=True)
+    assert "<b>Not measured</b>: measuring" in timings
+
+
 def test_allocating_64_gib_is_denied(limited):
     client, _ = limited
     job = compile_and_wait(client, "fake", "x = 1\nblock = bytearray(64 * 2**30)\n")

@@ -142,3 +142,33 @@ def test_guards_of_an_automatic_dynamic_recompile_by_kind():
     assert scale.meaning == "self.scale == 2" and scale.line == 12 and "static" in scale.hint
     assert any(g.kind == "TYPE_MATCH" and g.input == "self" for g in by_group["type"])
     assert {g.kind for g in by_group["global"]} >= {"GLOBAL_STATE", "DEFAULT_DEVICE"}
+
+
+def test_tracebacks_keep_the_users_frames_and_say_how_many_of_irscopes_were_cut():
+    """A graph break's "User code traceback" as Dynamo writes it in a job: irscope's own frames
+    (the job process, the pipeline, runpy running the file) are cut and counted; the user's frames
+    and PyTorch's own traceback stay as they are."""
+    from compiler import user_code
+    root = os.path.dirname(os.path.dirname(os.path.abspath(user_code.__file__)))
+    text = "\n".join([
+        "Graph break in user code at /tmp/work/model.py:4",
+        "User code traceback:",
+        f'  File "{root}/compiler/sandbox_entry.py", line 120, in main',
+        "    pipeline.run(request, ctx)",
+        f'  File "{root}/compiler/pytorch/pipeline.py", line 231, in run',
+        "    outputs = compiled(*inputs)",
+        "              ^^^^^^^^^^^^^^^^^",
+        '  File "/tmp/work/model.py", line 4, in model',
+        '    print("hi")',
+        "",
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/torch/_dynamo/symbolic_convert.py", line 1076, in wrapper',
+        "    return inner_fn(self, inst)",
+        "torch._dynamo.exc.Unsupported: Failed to trace builtin operator",
+    ])
+    cut = user_code.cut_irscope_frames(text)
+    assert root + "/compiler/" not in cut
+    assert "  [irscope: 2 frames of irscope's own code cut]\n  File \"/tmp/work/model.py\", line 4, in model\n" \
+           "    print(\"hi\")" in cut
+    assert "symbolic_convert.py\", line 1076, in wrapper\n    return inner_fn(self, inst)" in cut
+    assert user_code.cut_irscope_frames("no traceback here") == "no traceback here"

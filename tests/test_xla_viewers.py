@@ -112,6 +112,34 @@ def test_timeline_one_box_per_scheduled_instruction():
     assert timeline.kind_of("fusion")[0] == "kernel"
 
 
+def test_cpu_schedule_is_readable_by_name_busiest_computation_first():
+    """Each instruction of a CPU schedule can be read by name: a step table per computation
+    (step, name, opcode, XLA's cost analysis), the busiest computation (most flops) first, and
+    labels on the boxes that are wide enough."""
+    module = hlo_text.parse_hlo_text(fixture("mlp_optimized.txt"))
+    sched = hlo_text.schedule(module)
+    sched = [c for c in sched if c["instructions"]]
+    entry = next(c for c in sched if c["entry"])
+    small = min((c for c in sched if not c["entry"]), key=lambda c: len(c["instructions"]))
+    for n, ins in enumerate(small["instructions"]):  # XLA's costs on the small one make it the busiest
+        ins.update(flops=1e9 + n, bytes_accessed=4096.0, transcendentals=0.0)
+    html = viewers.render("timeline", json.dumps({"computations": sched, "scheduled": True}), {})
+    captions = re.findall(r"<caption>([^:<]+)", html)
+    assert captions[0] == small["computation"] and entry["computation"] + " (ENTRY)" in captions
+    table = re.search(rf"<caption>{re.escape(small['computation'])}:.*?</table>", html, re.S).group(0)
+    rows = re.findall(r'<tr data-line="(\d+)"><td class="num">(\d+)</td><td><code>([^<]+)</code></td>'
+                      r'<td>([^<]+)</td>', table)
+    assert [(int(line), int(step), name, op) for line, step, name, op in rows] == [
+        (i["line"], n, i["name"], i["opcode"]) for n, i in enumerate(small["instructions"])]
+    assert "1,000,000,000" in table and "XLA&#x27;s cost analysis" in table
+    # the drawing: the busiest computation's row on top; boxes of a short schedule carry their names
+    svg = re.search(r'<svg class="timeline".*?</svg>', html, re.S).group(0)
+    first_row = re.findall(r'<text x="174" y="[\d.]+" text-anchor="end"[^>]*>([^<]+)</text>', svg)[0]
+    assert first_row == small["computation"][:30]
+    labels = re.findall(r'<text class="box-label"[^>]*>([^<]+)</text>', svg)
+    assert labels and all(len(label) <= 14 for label in labels)
+
+
 def test_memory_survives_bad_json():
     assert "<pre" in memory.render("nope", {})
 

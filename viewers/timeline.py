@@ -1,8 +1,11 @@
 """A schedule (format "timeline": compiler.formats.Schedule, written by the XLA pipeline) -> SVG.
 
-One row per computation, one box per instruction in scheduled order. Box width is one program
-step; colour says what kind of work it is (collective, fusion/kernel, data movement, other);
-hovering shows the instruction with XLA's cost estimate where the pipeline has one. On XLA:GPU,
+One row per computation, the busiest first (by XLA's cost analysis, then instruction count), one
+box per instruction in scheduled order. Box width is one program step; colour says what kind of
+work it is (collective, fusion/kernel, data movement, other); a box wide enough is labelled with
+the instruction's name, and hovering shows it with XLA's cost estimate. Below the drawing, each of
+the busiest computations has a step table: step number, instruction, opcode, kind, bytes, and
+XLA's cost analysis (flops, bytes accessed, transcendentals) where the pipeline has one. On XLA:GPU,
 where the latency-hiding scheduler's own estimates exist, a second drawing puts each instruction at
 its estimated start and end and each async start..done pair on a lane of its own, and a table lists
 what was scheduled between each start and its done.
@@ -35,20 +38,50 @@ def kind_of(opcode: str) -> tuple[str, str]:
     return "other", "#59a14f"
 
 
-def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -> str:
+MAX_TABLE_ROWS = 400  # per computation: the step table lists the first ones and says how many more
+MAX_TABLES = 12  # computations with a step table (the busiest first); the rest are drawn only
+
+
+def busiest_first(comps: list[formats.ScheduledComputation]) -> list[formats.ScheduledComputation]:
+    """The computations by the work XLA's cost analysis gives them (flops, then bytes accessed),
+    then by instruction count: the one worth reading first comes first."""
+    def work(comp: formats.ScheduledComputation) -> tuple[float, float, int]:
+        return (sum(i.flops or 0 for i in comp.instructions), sum(i.bytes_accessed or 0 for i in comp.instructions),
+                len(comp.instructions))
+    return sorted(comps, key=work, reverse=True)
+
+
+def render(text: str, meta: dict[str, Any], row_h: int = 26) -> str:
     try:
         data: formats.Schedule = formats.get("timeline").decode(text)
     except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
-    comps = data.computations
+    comps = busiest_first(data.computations)
+    total = sum(len(c.instructions) for c in comps)
+    scheduled = "" if data.scheduled else '<p class="mesh-note">the module is not scheduled: printed order</p>'
+    estimated = "".join(_estimated(c, data.estimates) for c in comps
+                        if any(i.start is not None for i in c.instructions))
+    pairs = "".join(_pairs_table(c) for c in comps if c.async_pairs)
+    drawing = _order_drawing(comps, row_h)
+    note = f'<p class="truncated">drew {MAX_BOXES} of {total} instructions</p>' if total > MAX_BOXES else ""
+    tables = "".join(_steps_table(c) for c in comps[:MAX_TABLES])
+    more = (f'<p class="truncated">step tables for the {MAX_TABLES} busiest of {len(comps)} computations; the '
+            "others are drawn above</p>" if len(comps) > MAX_TABLES else "")
+    return f'<div class="timeline-view">{scheduled}{estimated}{pairs}{drawing}{note}{tables}{more}</div>'
+
+
+def _order_drawing(comps: list[formats.ScheduledComputation], row_h: int) -> str:
+    """One row per computation (the busiest on top), one box per instruction in scheduled order;
+    a box wide enough for its name is labelled with it, every box names it on hover."""
     label_w = 180
     longest = max((len(c.instructions) for c in comps), default=0)
-    step_w = max(4, min(step_w, 1600 // max(longest, 1)))
+    step_w = max(4, min(90, 1600 // max(longest, 1)))
     width = label_w + longest * step_w + 20
     height = row_h * len(comps) + 40
     parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img"><title>scheduled instruction order</title>']
     drawn = 0
+    fits = (step_w - 6) // 6  # characters of 10 px text a box can hold
     for r, comp in enumerate(comps):
         y = 10 + r * row_h
         name = comp.computation + (" (ENTRY)" if comp.entry else "")
@@ -59,11 +92,16 @@ def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -
                 break
             drawn += 1
             kind, colour = kind_of(ins.opcode)
-            tip = f'{i}: {ins.name} ({ins.opcode}, {kind})'
+            tip = f'step {i}: {ins.name} ({ins.opcode}, {kind})'
             if ins.flops is not None:
                 tip += f', {ins.flops:,.0f} flops, {ins.bytes_accessed or 0:,.0f} bytes accessed'
-            parts.append(f'<rect x="{label_w + i * step_w}" y="{y + 3}" width="{step_w - 1}" height="{row_h - 6}" '
+            x = label_w + i * step_w
+            parts.append(f'<rect x="{x}" y="{y + 3}" width="{step_w - 1}" height="{row_h - 6}" '
                          f'fill="{colour}" data-line="{ins.line}"><title>{escape(tip)}</title></rect>')
+            if fits >= 4:
+                label = ins.name if len(ins.name) <= fits else ins.name[:fits - 1] + "…"
+                parts.append(f'<text class="box-label" x="{x + 3}" y="{y + row_h / 2:.1f}" dominant-baseline="middle" '
+                             f'font-size="10" fill="#fff">{escape(label)}</text>')
     legend_y = height - 14
     x = label_w
     for name, colour, _ in _KINDS + (("other", "#59a14f", ()),):
@@ -71,13 +109,33 @@ def render(text: str, meta: dict[str, Any], row_h: int = 26, step_w: int = 14) -
                      f'<text x="{x + 14}" y="{legend_y}" font-size="10">{escape(name)}</text>')
         x += 90
     parts.append("</svg>")
-    total = sum(len(c.instructions) for c in comps)
-    note = f'<p class="truncated">drew {MAX_BOXES} of {total} instructions</p>' if total > MAX_BOXES else ""
-    scheduled = "" if data.scheduled else '<p class="mesh-note">the module is not scheduled: printed order</p>'
-    estimated = "".join(_estimated(c, data.estimates) for c in comps
-                        if any(i.start is not None for i in c.instructions))
-    pairs = "".join(_pairs_table(c) for c in comps if c.async_pairs)
-    return f'<div class="timeline-view">{scheduled}{estimated}{pairs}{"".join(parts)}{note}</div>'
+    return "".join(parts)
+
+
+def _steps_table(comp: formats.ScheduledComputation) -> str:
+    """The computation's instructions by step, named, with XLA's cost analysis where it has one;
+    each row links to its line of the module (data-line)."""
+    costed = any(i.flops is not None for i in comp.instructions)
+    head = "<th>step</th><th>instruction</th><th>opcode</th><th>kind</th><th>bytes</th>" + (
+        "<th>flops</th><th>bytes accessed</th><th>transcendentals</th>" if costed else "")
+    rows = []
+    for step, ins in enumerate(comp.instructions[:MAX_TABLE_ROWS]):
+        kind, colour = kind_of(ins.opcode)
+        cost = ""
+        if costed:
+            cost = "".join(f'<td class="num">{"" if v is None else f"{v:,.0f}"}</td>'
+                           for v in (ins.flops, ins.bytes_accessed, ins.transcendentals))
+        rows.append(f'<tr data-line="{ins.line}"><td class="num">{step}</td><td><code>{escape(ins.name)}'
+                    f'</code></td><td>{escape(ins.opcode)}</td><td><span class="swatch" data-kind="{kind}">'
+                    f'{escape(kind)}</span></td><td class="num">{ins.bytes:,}</td>{cost}</tr>')
+    more = len(comp.instructions) - MAX_TABLE_ROWS
+    tail = f'<p class="truncated">the first {MAX_TABLE_ROWS} of {len(comp.instructions)} steps</p>' if more > 0 else ""
+    where = " (ENTRY)" if comp.entry else ""
+    costs = ("; flops, bytes accessed and transcendentals are XLA's cost analysis of each instruction" if costed
+             else "")
+    return (f'<table class="data schedule-steps"><caption>{escape(comp.computation)}{where}: '
+            f'{len(comp.instructions)} instructions in scheduled order{escape(costs)}</caption>'
+            f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{tail}')
 
 
 def _estimated(comp: formats.ScheduledComputation, estimates: str, width: int = 1400, lane_h: int = 22) -> str:

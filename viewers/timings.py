@@ -41,6 +41,11 @@ def _fmt(value: Any) -> str:
 def render(timings: dict[str, Any]) -> str:
     t = formats.Timings.read(timings)
     out = []
+    if t.not_measured:
+        n = t.not_measured
+        setting = f" (setting {n['setting']})" if n.get("setting") else ""
+        out.append(f'<p class="notice" role="note"><b>Not measured</b>: {escape(n.get("phase", ""))} — '
+                   f'{escape(n.get("why", ""))}{escape(setting)}. Every stage of the compile is here.</p>')
     if t.compile and t.compile.phases_s:
         out.append(f"<h3>Compile time</h3><p class='note'>{escape(t.compile.source)}</p>")
         out.append(_bars(t.compile.phases_s, "s"))

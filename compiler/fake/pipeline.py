@@ -1,5 +1,7 @@
 """A pipeline for tests: runs the source as Python (so sandbox limits can be exercised without the
-seconds a torch import costs) and derives two stages from the text.
+seconds a torch import costs) and derives two stages from the text. A source that defines
+`measure()` gets it called after every stage is written, as a compiler's measurement phase
+(Bundle.compiled): what stops it then leaves the job done.
 
 It is registered like any other pipeline but only offered when the `languages` setting names it.
 """
@@ -45,3 +47,7 @@ class FakePipeline(Pipeline):
             bundle.add("fake.target", "Target", "Fake", "text", request.options["target"])
         names = sorted(k for k in namespace if not k.startswith("__"))
         bundle.add("fake.names", "Names defined", "Fake", "text", "\n".join(names))
+        if callable(namespace.get("measure")):
+            bundle.compiled()
+            bundle.progress("measuring")
+            namespace["measure"]()

@@ -149,7 +149,9 @@ COMPILE_AND_RUN = "compile-and-run"
 
 @dataclass(frozen=True)
 class RunMode:
-    """Whether the compiled code runs, and the sentence the page shows saying why."""
+    """Whether the compiled code runs, and the sentence the page shows saying why; the peak the
+    run was estimated to hold (compiler/pytorch/peak_memory.py), and whether the accuracy check's
+    float64 reference fits beside it."""
 
     mode: str
     sentence: str
@@ -157,6 +159,8 @@ class RunMode:
     sizes: Sizes | None
     memory_limit_mb: int | None
     run_memory_percent: int
+    peak: Any = None  # peak_memory.PeakEstimate, when one was made
+    float64_reference: bool = True  # the accuracy check's float64 eager copy runs too
 
     @property
     def compile_only(self) -> bool:
@@ -170,6 +174,10 @@ class RunMode:
             out["parameters_bytes"] = self.sizes.parameters
         if self.memory_limit_mb is not None:
             out["memory_limit_mb"] = self.memory_limit_mb
+        if self.peak is not None:
+            out.update(self.peak.to_json())
+        if not self.compile_only:
+            out["float64_reference"] = self.float64_reference
         return out
 
 
@@ -198,27 +206,40 @@ def _needs(s: Sizes) -> str:
             f"parameters {gigabytes(s.parameters)})")
 
 
-def fits(s: Sizes, memory_limit_mb: int | None, run_memory_percent: int) -> bool:
-    """Whether a model with these sizes may run on a worker with this memory limit."""
-    return memory_limit_mb is None or s.total <= memory_limit_mb * 2**20 * run_memory_percent / 100
+def allowed_bytes(memory_limit_mb: int, run_memory_percent: int) -> float:
+    """What a run may hold at its peak: run_memory_percent of the worker's memory limit."""
+    return memory_limit_mb * 2**20 * run_memory_percent / 100
 
 
 def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_memory_percent: int,
-           virtual_target: str | None = None) -> RunMode:
+           virtual_target: str | None = None, peak: Any = None) -> RunMode:
     """The run mode for the `run` option `requested` ("auto", "compile-only", "compile-and-run"),
     the sizes measured (None when the inputs were built when the source ran), the worker's memory
-    limit (setting memory_limit_mb) and the share of it a run may take (setting
-    run_memory_percent), and the virtual GPU targeted, if any: nothing runs on one."""
-    over = s is not None and not fits(s, memory_limit_mb, run_memory_percent)
+    limit (setting memory_limit_mb), the share of it a run may hold at its peak (setting
+    run_memory_percent), the virtual GPU targeted, if any (nothing runs on one), and the peak
+    estimated on fake tensors (a peak_memory.PeakEstimate; without one, the inputs and parameters
+    decide, at half that share: running holds them several times over)."""
+    estimated = peak is not None and peak.peak_bytes is not None
+    if memory_limit_mb is None:
+        over = False
+    elif estimated:
+        over = peak.without_reference_bytes > allowed_bytes(memory_limit_mb, run_memory_percent)
+    else:
+        over = s is not None and s.total > allowed_bytes(memory_limit_mb, run_memory_percent) / 2
     compile_only = bool(virtual_target) or requested == COMPILE_ONLY or (requested == "auto" and over)
+    reference = True
     reasons: list[str] = []
     if compile_only:
-        if over and s is not None and memory_limit_mb is not None:
-            reason = f"{_needs(s)}, the worker allows {mebibytes(memory_limit_mb)}"
-            if s.total <= memory_limit_mb * 2**20:
-                reason += (f" and runs models whose inputs and parameters take at most {run_memory_percent}% "
-                           "of it (setting run_memory_percent)")
-            reasons.append(reason)
+        if over and memory_limit_mb is not None and requested == "auto" and not virtual_target:
+            if estimated:
+                reasons.append(f"the run would peak at {gigabytes(peak.without_reference_bytes)} (estimated on fake "
+                               f"tensors), and the worker allows {run_memory_percent}% of its "
+                               f"{mebibytes(memory_limit_mb)} (setting run_memory_percent)")
+            elif s is not None:
+                reasons.append(f"{_needs(s)}, the worker allows {mebibytes(memory_limit_mb)} and runs models whose "
+                               f"inputs and parameters take at most {run_memory_percent // 2}% of it (half of setting "
+                               "run_memory_percent: the run's peak could not be estimated on fake tensors"
+                               + (f": {peak.error}" if peak is not None and peak.error else "") + ")")
         if virtual_target:
             reasons.append(f"{virtual_target} is a virtual GPU: nothing runs on it")
         if requested == COMPILE_ONLY:
@@ -226,11 +247,23 @@ def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_mem
     else:
         if requested == COMPILE_AND_RUN:
             reasons.append("the run option asked for it")
-        if s is None:
+        if estimated:
+            where = (f", within {run_memory_percent}% of the worker's {mebibytes(memory_limit_mb)}"
+                     if memory_limit_mb is not None and requested == "auto" else "")
+            reasons.append(f"the run would peak at {gigabytes(peak.without_reference_bytes)} (estimated on fake "
+                           f"tensors){where}")
+            if memory_limit_mb is not None and peak.peak_bytes > allowed_bytes(memory_limit_mb, run_memory_percent):
+                reference = False
+                reasons.append(f"the accuracy check's float64 eager copy is left out: with it the run would peak at "
+                               f"{gigabytes(peak.peak_bytes)}")
+        elif s is None:
             reasons.append("the inputs were built when the source ran")
-        elif memory_limit_mb is None or requested == COMPILE_AND_RUN:
-            reasons.append(_needs(s))
         else:
-            reasons.append(f"{_needs(s)}, within {run_memory_percent}% of the worker's {mebibytes(memory_limit_mb)}")
+            if peak is not None and peak.error:
+                reasons.append(f"the run's peak could not be estimated on fake tensors ({peak.error})")
+            reasons.append(_needs(s) + (f", within {run_memory_percent // 2}% of the worker's "
+                                        f"{mebibytes(memory_limit_mb)}" if memory_limit_mb is not None
+                                        and requested == "auto" else ""))
     mode = COMPILE_ONLY if compile_only else COMPILE_AND_RUN
-    return RunMode(mode, f"{mode}: " + "; ".join(reasons), requested, s, memory_limit_mb, run_memory_percent)
+    return RunMode(mode, f"{mode}: " + "; ".join(reasons), requested, s, memory_limit_mb, run_memory_percent, peak,
+                   reference)

@@ -37,11 +37,20 @@ def _stepper(inputs: tuple, training: bool, torch: Any) -> Callable[[Any], Any]:
 
 
 def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any,
-            seconds: float = 1.0) -> dict[str, Any]:
+            seconds: float = 1.0, deadline: float | None = None, float64_reference: bool = True) -> dict[str, Any]:
     """`timings.run`: medians with spread, memory peaks, accuracy; and the kernel profile. Timing
     each side (warm-up included) takes about `seconds` (setting measure_s), or one warm-up and
-    one timed call where a single call takes longer."""
+    one timed call where a single call takes longer. A part that would not end before `deadline`
+    (time.monotonic()) is not started, and is listed in `not_measured`; the float64 reference is
+    left out when `float64_reference` is false (it would not fit in memory), and says so."""
     step = _stepper(inputs, training, torch)
+    skipped: list[str] = []
+
+    def in_time(part: str, expected_s: float) -> bool:
+        if deadline is not None and time.monotonic() + expected_s > deadline:
+            skipped.append(part)
+            return False
+        return True
     on_cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
     where = (f"{torch.cuda.get_device_name()}, CUDA events (triton.testing.do_bench)" if on_cuda
              else f"host CPU ({torch.get_num_threads()} threads), blocks of calls of about 10 ms each, "
@@ -51,8 +60,11 @@ def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any
                                            "spread is the IQR of the blocks",
                               "seconds_per_side": seconds}
     outputs: dict[str, Any] = {}
+    per_call_s = 0.0
     with captured_stdout(CappedText(0)):  # prints inside forward would flood the output
         for name, fn in (("eager", model), ("compiled", compiled)):
+            if not in_time(f"timing {name} calls", max(seconds, 2 * per_call_s)):
+                continue
             started = time.perf_counter()
             # warm-up (caches, allocator, the lazily compiled backward): up to 3 calls, a quarter
             # of the time at most
@@ -70,20 +82,33 @@ def measure(model: Any, compiled: Any, inputs: tuple, training: bool, torch: Any
             result[f"{name}_repeats"] = len(times_ms)
             result[f"{name}_calls_timed"] = calls
             result[f"{name}_measure_s"] = round(time.perf_counter() - started, 3)
-        result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] else None
+        if "eager_ms" in result and "compiled_ms" in result:
+            result["speedup"] = round(result["eager_ms"] / result["compiled_ms"], 3) if result["compiled_ms"] \
+                else None
         started = time.perf_counter()
-        reference = _float64_reference(model, inputs, torch)
-        result["accuracy"] = {"vs_eager": _errors(outputs["eager"], outputs["compiled"], torch)}
+        if len(outputs) == 2:
+            result["accuracy"] = {"vs_eager": _errors(outputs["eager"], outputs["compiled"], torch)}
+        reference = None
+        if not float64_reference:
+            result["float64_reference"] = "left out: with it the run would not fit in memory (run_mode says how much)"
+        elif "compiled" in outputs and in_time("the accuracy check's float64 eager copy", 4 * per_call_s):
+            reference = _float64_reference(model, inputs, torch)
         if reference is not None:
-            result["accuracy"]["vs_float64_eager"] = _errors(reference, outputs["compiled"], torch)
-            result["accuracy"]["eager_vs_float64_eager"] = _errors(reference, outputs["eager"], torch)
-        profiles = {name: _profile(step, fn, torch) for name, fn in (("eager", model), ("compiled", compiled))}
+            result.setdefault("accuracy", {})["vs_float64_eager"] = _errors(reference, outputs["compiled"], torch)
+            if "eager" in outputs:
+                result["accuracy"]["eager_vs_float64_eager"] = _errors(reference, outputs["eager"], torch)
+        del reference
+        outputs.clear()
+        profiles = {name: _profile(step, fn, torch) for name, fn in (("eager", model), ("compiled", compiled))
+                    if in_time(f"profiling one {name} call", 3 * per_call_s)}
         result["profile_s"] = round(time.perf_counter() - started, 3)
     result["memory"] = {f"{name}_peak_bytes": p["peak_bytes"] for name, p in profiles.items()}
     result["memory"]["how"] = ("torch.profiler (profile_memory) over one call: the highest running total of "
                                "bytes allocated minus freed, in time order")
-    result["kernels"] = profiles["compiled"]["table"]
-    result["kernel_timeline"] = profiles["compiled"]["events"]
+    result["kernels"] = profiles["compiled"]["table"] if "compiled" in profiles else []
+    result["kernel_timeline"] = profiles["compiled"]["events"] if "compiled" in profiles else []
+    if skipped:
+        result["not_measured"] = skipped
     return result
 
 

@@ -8,10 +8,13 @@ calls of both timed sides, each one's outputs kept as the measurement keeps them
 each call's backward too), then the float64 eager reference the accuracy check runs (parameters
 and inputs in float64, no grad). The compiled side is replayed by the eager model: Inductor's
 graph holds the same inputs, outputs and saved tensors, and frees its intermediates as it goes
-(fusion keeps fewer of them alive than eager does), so this is an estimate, labelled as one.
+(fusion keeps fewer of them alive than eager does), so this is an estimate, labelled as one. It runs
+in a forked child of the job process (`in_child`), bounded in time, so that running the model's
+forward for it changes nothing of what the job then compiles.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +81,53 @@ def estimate(model: Any, inputs: tuple, training: bool, mode: Any, torch: Any,
     finally:
         del kept
     return PeakEstimate(total, without_reference, time.perf_counter() - started)
+
+
+def in_child(estimate_fn: Any, timeout_s: float) -> PeakEstimate:
+    """`estimate_fn()` run in a forked child of the job process, its PeakEstimate sent back through
+    a pipe: whatever the model's forward does while it is replayed (counters, files, the random
+    number generators, a wait on something that never comes) stays in the child, so the model the
+    job then compiles is exactly as the source left it; past `timeout_s` the child is killed and
+    there is no estimate. The child runs fake tensors only (no kernel, so no thread pool of the
+    parent's is needed), and ends with os._exit (nothing of the parent's is flushed twice)."""
+    import json
+    import select
+    import signal
+
+    started = time.perf_counter()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_fd)
+        try:
+            result = estimate_fn()
+            payload = json.dumps([result.peak_bytes, result.without_reference_bytes, result.seconds, result.error])
+        except BaseException as e:  # noqa: BLE001 - whatever happens, the parent gets a sentence
+            payload = json.dumps([None, None, 0.0, f"{type(e).__name__}: {e}"[:300]])
+        os.write(write_fd, payload.encode())
+        os._exit(0)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    deadline = started + timeout_s
+    try:
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                return PeakEstimate(None, None, time.perf_counter() - started,
+                                    f"the estimate did not finish within {timeout_s:.0f} s")
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    try:
+        peak, without, seconds, error = json.loads(b"".join(chunks).decode())
+    except ValueError:
+        return PeakEstimate(None, None, time.perf_counter() - started, "the estimate's process ended without one")
+    return PeakEstimate(peak, without, seconds, error)
 
 
 def _float64_call(model: Any, inputs: tuple, torch: Any) -> None:

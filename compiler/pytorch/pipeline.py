@@ -29,6 +29,7 @@ from compiler.pytorch import (
     export,
     gpu_codegen,
     measure,
+    peak_memory,
     spare_warmup,
     toolchain_cache,
     trace_stages,
@@ -38,7 +39,7 @@ from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_
 from compiler.pytorch.trace_stream import StageStream, TraceTail
 from compiler.targets import virtual_gpu
 from compiler.triton.capture import KernelCapture
-from compiler.user_code import CappedText, captured_stdout, run_source, user_error, write_user_file
+from compiler.user_code import CappedText, captured_stdout, is_out_of_memory, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
 
@@ -126,6 +127,10 @@ class PyTorchPipeline(Pipeline):
         # before anything is compiled, so it gets a worker whose process compiled nothing yet.
         return request.options.get("target", "host") == "host"
 
+    def uses_toolchain_cache(self, request: Request) -> bool:
+        # the CPU probes and the precompiled header serve C++ kernels: the host target's
+        return request.options.get("target", "host") == "host"
+
     def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
         spare_warmup.warm(workdir, toolchain_cache)
 
@@ -146,6 +151,7 @@ class PyTorchPipeline(Pipeline):
         import torch._inductor.codecache
         import torch._inductor.config as inductor_config
         import_s = time.perf_counter() - started
+        baseline_rss = peak_memory.process_resident_bytes()  # before the model exists
         header_dir = torch._inductor.codecache._HEADER_DIR
         headers = toolchain_cache.link_headers(ctx.toolchain_cache, header_dir)
         # Provenance tracking links each kernel to the user's lines; it only adds
@@ -257,18 +263,55 @@ class PyTorchPipeline(Pipeline):
             return
         if run_mode.compile_only:
             return  # nothing ran: no run times, only Inductor's estimates (above)
-        # Every stage is in the bundle (and so reaches the page) before the measurement starts.
+        # Every stage is in the bundle (and so reaches the page) before the measurement starts; from
+        # here on the job compiled, and whatever stops the measurement leaves it done.
+        bundle.compiled()
         bundle.progress("timing eager and compiled calls")
-        try:
-            run = measure.measure(model, compiled, inputs, options["training"], torch, ctx.settings.measure_s)
-        except BaseException as e:  # noqa: BLE001 - the stages stay; the measurement's failure is the job's
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            raise _explained(user_error(e, path, ctx.settings, ErrorKind.UserCodeError,
-                                        during="timing eager and compiled calls"), _RUN_TOO_BIG) from e
-        kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
+        del outputs  # the compiling call's outputs: the measurement keeps its own
+        _measure(bundle, model, compiled, inputs, options["training"], run_mode, path, ctx, torch, baseline_rss)
+
+
+def _measure(bundle: Bundle, model: Any, compiled: Any, inputs: tuple, training: bool,
+             run_mode: entry_points.RunMode, path: str, ctx: JobContext, torch: Any, baseline_rss: int | None) -> None:
+    """Time eager against compiled calls (compiler/pytorch/measure.py) and record it beside the
+    estimated peak; a measurement stopped by the memory limit, the wall clock or the user's code
+    is recorded as what was not measured and why (`not_measured`), never as the job's error."""
+    deadline = ctx.started + ctx.settings.wall_time_limit_s * 0.9  # the rest: the last stages, the runner
+    try:
+        run = measure.measure(model, compiled, inputs, training, torch, ctx.settings.measure_s, deadline=deadline,
+                              float64_reference=run_mode.float64_reference)
+    except BaseException as e:  # noqa: BLE001 - the compile succeeded: the stages stay and the job is done
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        error = user_error(e, path, ctx.settings, ErrorKind.UserCodeError, during="timing eager and compiled calls")
+        bundle.timing("not_measured", {"phase": "timing eager and compiled calls", "kind": str(error.error.kind),
+                                       "why": error.error.message, "line": error.error.line,
+                                       "setting": "memory_limit_mb" if is_out_of_memory(e) else None})
+        _record_peak(bundle, run_mode, baseline_rss)
+        return
+    kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
+    if kernels["table"]:
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", kernels)
-        bundle.timing("run", run)
+    bundle.timing("run", run)
+    skipped = run.get("not_measured") or []
+    if skipped:
+        bundle.timing("not_measured", {"phase": ", ".join(skipped), "kind": "WallTimeLimit",
+                                       "why": f"{', '.join(skipped)} would not have finished within the job's "
+                                              f"{ctx.settings.wall_time_limit_s} s", "line": None,
+                                       "setting": "wall_time_limit_s"})
+    _record_peak(bundle, run_mode, baseline_rss)
+
+
+def _record_peak(bundle: Bundle, run_mode: entry_points.RunMode, baseline_rss: int | None) -> None:
+    """The run mode's timing again, with the process's measured peak beside the estimate: its
+    resident high-water mark over the job, less what it held before the model was built."""
+    measured = peak_memory.process_peak_bytes()
+    if measured is None or baseline_rss is None:
+        return
+    bundle.timing("run_mode", dict(run_mode.to_json(), measured_peak_bytes=measured - baseline_rss,
+                                   measured_how="the worker process's resident-memory high-water mark (VmHWM) "
+                                                "over the job, less its resident memory after importing torch "
+                                                "(before the model was built); the compile's own memory is in it"))
 
 
 def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobContext, mode: Any, gpu: Any,
@@ -290,8 +333,13 @@ def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobConte
         if isinstance(e, KeyboardInterrupt):
             raise
         raise _fake_build_error(e, path, ctx) from e
-    run_mode = entry_points.choose(options["run"], sizes, ctx.settings.memory_limit_mb, ctx.settings.run_memory_percent,
-                                   gpu.name if gpu is not None else None)
+    peak = None
+    if gpu is None and options["run"] != entry_points.COMPILE_ONLY:
+        ctx.bundle.progress("estimating the run's peak memory (fake tensors)")
+        peak = _estimate_peak(model, inputs, options["training"], mode, torch,
+                              timeout_s=min(60.0, ctx.settings.wall_time_limit_s / 10))
+    run_mode = entry_points.choose(options["run"], sizes, ctx.settings.memory_limit_mb,
+                                   ctx.settings.run_memory_percent, gpu.name if gpu is not None else None, peak)
     if run_mode.compile_only:
         with mode:  # a model or inputs given as values were built for real: fake copies of them
             return run_mode, compile_only.to_fake(model, mode), compile_only.to_fake(inputs, mode), \
@@ -308,6 +356,22 @@ def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobConte
             raise
         raise _explained(user_error(e, path, ctx.settings), _RUN_TOO_BIG) from e
     return run_mode, model, inputs, real_output.getvalue()
+
+
+def _estimate_peak(model: Any, inputs: tuple, training: bool, mode: Any, torch: Any, timeout_s: float) -> Any:
+    """The peak a compile-and-run job would hold (compiler/pytorch/peak_memory.py), replayed in a
+    forked child on fake copies of the model and inputs (torch's FakeCopyMode: nothing real is
+    copied): nothing the forward does reaches the model the job compiles; what it prints is dropped."""
+    import copy
+
+    from torch._subclasses.fake_tensor import FakeCopyMode
+
+    def replay() -> Any:
+        with FakeCopyMode(mode):
+            fake_model, fake_inputs = copy.deepcopy(model), copy.deepcopy(inputs)
+        with captured_stdout(CappedText(0)):
+            return peak_memory.estimate(fake_model, fake_inputs, training, mode, torch, measure.loss_of)
+    return peak_memory.in_child(replay, timeout_s)
 
 
 def _fake_build_error(exc: BaseException, path: str, ctx: JobContext) -> UserError:

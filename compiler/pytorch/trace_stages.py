@@ -26,6 +26,7 @@ from compiler.pytorch import fx_graph_dot
 from compiler.pytorch import guards as dynamo_guards
 from compiler.pytorch import source_map as torch_source_map
 from compiler.pytorch import trace as torch_trace
+from compiler.user_code import cut_irscope_frames
 
 # Trace entry kind (or artifact name) -> (stage key prefix, title, group).
 GRAPH_STAGES = (
@@ -147,7 +148,7 @@ class TraceStages:
         bundle, entries, user_paths = self.bundle, self.entries, self.user_paths
         recompiles = torch_trace.of_kind(entries, "recompile_reasons")
         if recompiles:
-            text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{e.payload.strip()}"
+            text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{cut_irscope_frames(e.payload.strip())}"
                                 for n, e in enumerate(recompiles, start=1))
             self._add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
                       torch_source_map.mention_map(text, user_paths))
@@ -155,7 +156,8 @@ class TraceStages:
         if breaks:
             parts, pairs, offset = [], [], 0
             for n, entry in enumerate(breaks, start=1):
-                block = f"## graph break {n} (compile {entry.compile_id})\n{entry.payload.rstrip()}\n"
+                reason = cut_irscope_frames(entry.payload.rstrip())
+                block = f"## graph break {n} (compile {entry.compile_id})\n{reason}\n"
                 line = torch_source_map.graph_break_line(entry.payload, user_paths)
                 if line:
                     pairs += [[offset + i, line] for i in range(1, 3)]

@@ -1,0 +1,93 @@
+"""The seccomp filter every job runs under, built with libseccomp (the `pyseccomp` bindings over
+Debian's libseccomp2) and handed to bubblewrap as compiled BPF (`bwrap --seccomp FD`), which loads
+it just before it runs the job's first program: bubblewrap itself sets up the namespaces first,
+and everything in the job (setpriv dropping to the sandbox user, the worker, the compilers and
+the user's code) runs under it.
+
+What it denies (each with EPERM, so the program is told, not killed):
+
+- the kernel keyring (`add_key`, `keyctl`, `request_key`): keys belong to a uid, not a sandbox,
+  and every job runs as the same one, so a key one job added would be readable by the next;
+- new namespaces (`unshare`, `setns`, `clone` with a CLONE_NEW* flag; `clone3`, whose flags a
+  filter cannot read, answers ENOSYS so that glibc falls back to `clone`): a user namespace would
+  give the job capabilities over its own mounts;
+- `ptrace`, `process_vm_readv`/`writev` (another process's memory), `bpf`, `perf_event_open`,
+  `userfaultfd`, `mount`/`umount2`/`pivot_root`/the new mount API, `kexec_*`, `*_module`, `swapon`/
+  `swapoff`, `reboot`, `acct`, `quotactl`, `lookup_dcookie`, `keyctl`, `iopl`/`ioperm`,
+  `settimeofday`/`clock_settime`, `sethostname`/`setdomainname`.
+
+Everything else is allowed: the compilers (Python, PyTorch's threads and subprocesses, g++, ptxas,
+XLA) need the rest. tests/test_security.py tries each denial from inside a job.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+
+# Syscalls a job is refused, by the reason it is refused (the module docstring says each why).
+DENIED = {
+    "keyring": ("add_key", "keyctl", "request_key"),
+    "namespaces": ("unshare", "setns"),
+    "other processes": ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp"),
+    "kernel": ("bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
+               "finit_module", "delete_module", "iopl", "ioperm", "swapon", "swapoff", "reboot", "acct",
+               "quotactl", "lookup_dcookie"),
+    "mounts": ("mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount",
+               "open_tree", "mount_setattr"),
+    "host clock and name": ("settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
+                            "setdomainname"),
+}
+# clone's flags that make a namespace (a job may clone threads and processes, never namespaces)
+_CLONE_NEW = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
+              "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
+              "CLONE_NEWNET": 0x40000000}
+
+
+def available() -> str | None:
+    """None when a filter can be built here, else why not (the library or its bindings missing)."""
+    try:
+        import pyseccomp  # noqa: F401 - the bindings, over libseccomp.so.2
+        build_bpf()
+    except (ImportError, OSError, RuntimeError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def build_bpf() -> bytes:
+    """The filter as BPF bytes for this machine's architecture."""
+    import pyseccomp as seccomp
+    f = seccomp.SyscallFilter(seccomp.ALLOW)
+    for names in DENIED.values():
+        for name in names:
+            try:
+                f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+            except (ValueError, RuntimeError, OSError):
+                continue  # a syscall this architecture does not have (iopl on arm64, ...)
+    for flag in _CLONE_NEW.values():  # one rule per flag: any of them set refuses the clone
+        f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
+class CompiledFilter:
+    """The BPF of the filter, built once per process, given to each sandbox as a file descriptor
+    (bubblewrap reads the program from it)."""
+
+    def __init__(self) -> None:
+        self._bpf: bytes | None = None
+
+    def fd(self) -> int:
+        """A new readable fd holding the program (the caller passes it to bwrap and closes it)."""
+        if self._bpf is None:
+            self._bpf = build_bpf()
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, self._bpf)  # a few KiB: well under a pipe's buffer
+        os.close(write_fd)
+        return read_fd
+
+
+FILTER = CompiledFilter()
