@@ -18,6 +18,8 @@ command -v dot >/dev/null 2>&1 || need_debs+=(graphviz)
 # The worker tier's broker and shared store (README, "Scale out"); its tests start their own.
 command -v redis-server >/dev/null 2>&1 || need_debs+=(redis-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_debs+=(postgresql)
+# The jobs' seccomp filter is built with libseccomp (service/seccomp.py).
+compgen -G "/usr/lib/*/libseccomp.so.2" >/dev/null || need_debs+=(libseccomp2)
 if [ ${#need_debs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "run.sh: installing Debian packages: ${need_debs[*]}" >&2

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Flask
 
 from app import http_policy
+from app.stage_diffs import DiffLimits, Diffs
 from service import configure
 from service import settings as settings_table
 from service.configure import Service
@@ -22,6 +23,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.debug = False  # never the interactive debugger, whatever FLASK_DEBUG says
     http_policy.init_app(flask_app, values)
     flask_app.extensions["irscope"] = service
+    flask_app.extensions["irscope.diffs"] = Diffs(DiffLimits(
+        max_lines=int(values["max_diff_lines"]), max_bytes=int(values["max_diff_kb"]) * 1024,
+        timeout_s=float(values["diff_timeout_s"]), processes=int(values["diff_processes"])))
 
     from app import api, compare, examples, ide, imports, permalinks, refusals
     refusals.init_app(flask_app)
@@ -37,3 +41,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 def services() -> Service:
     from flask import current_app
     return current_app.extensions["irscope"]
+
+
+def diffs() -> Diffs:
+    from flask import current_app
+    return current_app.extensions["irscope.diffs"]

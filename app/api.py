@@ -78,6 +78,14 @@ def languages():
     return jsonify({"languages": out})
 
 
+@bp.get("/stats")
+def stats():
+    """What the store holds against its limits (service/retention.py)."""
+    from service import retention  # the service's storage accounting: no host side of running jobs
+    svc = services()
+    return jsonify(retention.stats(svc.store, svc.storage))
+
+
 @bp.get("/targets")
 def targets():
     """Where jobs can run: each live queue (`cpu`, `cuda:sm_90`, ...) with its workers, and the GPU

@@ -9,8 +9,8 @@ from typing import Any
 from flask import Blueprint, abort, jsonify, redirect, render_template, request
 
 import viewers
+from app import diffs, services
 from app import lessons as lesson_files
-from app import services
 from app.api import not_found
 from app.examples import changed_options, offered
 from app.http_policy import client_address, embeddable
@@ -19,7 +19,6 @@ from compiler.model import Request
 from service.jobs import RequestError
 from service.store import Job
 from viewers import compare as compare_viewer
-from viewers import diff as diff_viewer
 
 bp = Blueprint("compare", __name__)
 
@@ -75,15 +74,20 @@ def _differences(a: Request, b: Request) -> list[tuple[str, Any, Any]]:
     return out
 
 
-def _context(comparison_id: str) -> dict[str, Any]:
+def _context(comparison_id: str, with_sources: bool = True) -> dict[str, Any]:
+    """What the comparison's page shows; the status poll leaves out the sources' diff (the page has
+    it, and a poll every few hundred ms must cost nothing)."""
     a, b = _jobs(comparison_id)
     lesson = lesson_files.for_pair(offered(), a.request, b.request)
     stage_a, stage_b = default_stages(a, b, lesson)
+    finished = a.finished and b.finished
+    # the page shows the sources' diff once both jobs ended (see compare.html)
+    source_diff = diffs().render(("sources", a.id, b.id), a.request.source, b.request.source, "A: source",
+                                 "B: source") if with_sources and finished and a.request.source != b.request.source \
+        else ""
     return {"cid": comparison_id, "a": a, "b": b, "lesson": lesson, "stage_a": stage_a, "stage_b": stage_b,
-            "differences": _differences(a.request, b.request), "finished": a.finished and b.finished,
-            "poll_ms": services().settings["poll_interval_ms"],
-            "source_diff": diff_viewer.render(a.request.source, b.request.source, "A: source", "B: source")
-            if a.request.source != b.request.source else "",
+            "differences": _differences(a.request, b.request), "finished": finished,
+            "poll_ms": services().settings["poll_interval_ms"], "source_diff": source_diff,
             "timings": compare_viewer.timings(a.timings, b.timings)}
 
 
@@ -136,7 +140,7 @@ def as_json(comparison_id: str):
 def status(comparison_id: str):
     """Asked while either job runs: both status lines; once both ended, the page loads again
     (with the stage pickers and timings of the finished jobs)."""
-    context = _context(comparison_id)
+    context = _context(comparison_id, with_sources=False)
     headers = {"HX-Refresh": "true"} if context["finished"] else {}
     return render_template("_compare_status.html", **context), 200, headers
 
@@ -147,19 +151,27 @@ def diff(comparison_id: str):
     rendered next to each other (`view=side`)."""
     job_a, job_b = _jobs(comparison_id)
     store = services().store
-    found_a = store.stage_text(job_a.id, request.args.get("a", ""))
-    found_b = store.stage_text(job_b.id, request.args.get("b", ""))
-    if found_a is None or found_b is None:
-        missing = ("A", request.args.get("a")) if found_a is None else ("B", request.args.get("b"))
+    head_a = store.stage_page(job_a.id, request.args.get("a", ""), 0, 0)
+    head_b = store.stage_page(job_b.id, request.args.get("b", ""), 0, 0)
+    if head_a is None or head_b is None:
+        missing = ("A", request.args.get("a")) if head_a is None else ("B", request.args.get("b"))
         abort(404, f"job {missing[0]} has no stage {missing[1]!r}")
-    (stage_a, text_a), (stage_b, text_b) = found_a, found_b
     view = request.args.get("view", "diff")
+    if view != "side":
+        refused = diffs().refusal([(f"A: {head_a[0].key}", head_a[1], head_a[0].size),
+                                   (f"B: {head_b[0].key}", head_b[1], head_b[0].size)])
+        if refused:
+            return render_template("_compare_diff.html", stage_a=head_a[0], stage_b=head_b[0], body=refused,
+                                   same=False)
+    (stage_a, text_a), (stage_b, text_b) = (store.stage_text(job_a.id, head_a[0].key),
+                                            store.stage_text(job_b.id, head_b[0].key))
     if view == "side":
         bodies = [viewers.render(s.format, t, {"source_map": s.source_map, **s.meta})
                   for s, t in ((stage_a, text_a), (stage_b, text_b))]
         return render_template("_compare_side.html", stages=(stage_a, stage_b), bodies=bodies,
                                jobs=(job_a, job_b))
-    body = diff_viewer.render(text_a, text_b, f"A: {stage_a.key}", f"B: {stage_b.key}")
+    body = diffs().render(("pair", job_a.id, stage_a.key, job_b.id, stage_b.key), text_a, text_b, f"A: {stage_a.key}",
+                          f"B: {stage_b.key}")
     return render_template("_compare_diff.html", stage_a=stage_a, stage_b=stage_b, body=body,
                            same=text_a == text_b)
 

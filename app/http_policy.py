@@ -1,13 +1,20 @@
-"""What every HTTP response carries and what every request must keep to: security headers and the
-request-size cap; who the client is (the per-client rate limit and caps are the service's:
-service/admission.py)."""
+"""What every HTTP response carries and what every request must keep to: security headers, the
+request-size cap, a Host this server answers to (setting trusted_hosts: no DNS rebinding), no
+cross-site form posts (a browser says where a request comes from: Sec-Fetch-Site, Origin), and who
+the client is (its own address, or the one a trusted proxy saw: setting trusted_proxies). The
+per-client rate limit and caps are the service's (service/admission.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 from flask import Flask, Response, jsonify, make_response, request
+from werkzeug.exceptions import SecurityError
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from compiler.errors import ErrorKind, Refused
+
+# Requests that change something: a browser must have sent them from one of this server's pages.
+_UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # No inline script or style, nothing from elsewhere, no plugins, no <base>, not framed.
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -18,12 +25,42 @@ RAW_TEXT_POLICY = "default-src 'none'; sandbox"
 
 
 def client_address() -> str:
-    # The peer address; behind a reverse proxy that is the proxy (see docs/security.md).
+    """The client's address: the peer's, or with `trusted_proxies` set the one the trusted
+    proxies saw (their X-Forwarded-For, which ProxyFix reads; a client cannot forge it)."""
     return request.remote_addr or "unknown"
+
+
+def cross_site(req: Any) -> bool:
+    """True when a browser says this request comes from another site: Sec-Fetch-Site (sent by
+    every current browser) other than same-origin or none (typed, bookmarked), or else an Origin
+    that is not this server's. A request with neither (curl, an MCP client) is not a browser's."""
+    site = req.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    origin = req.headers.get("Origin")
+    return origin is not None and origin != f"{req.scheme}://{req.host}"
 
 
 def init_app(app: Flask, values: dict[str, Any]) -> None:
     app.config["MAX_CONTENT_LENGTH"] = int(values["max_request_kb"]) * 1024
+    hosts = [h.strip() for h in str(values["trusted_hosts"]).split(",") if h.strip()]
+    if hosts and "*" not in hosts:
+        app.config["TRUSTED_HOSTS"] = hosts  # Flask refuses any other Host with 400
+    proxies = int(values["trusted_proxies"])
+    if proxies > 0:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)  # type: ignore[method-assign]
+
+    @app.before_request
+    def same_site_only():
+        if request.method in _UNSAFE and cross_site(request):
+            raise Refused(ErrorKind.CrossSiteRequest, "this server takes no requests posted from another site's page "
+                                                      "(Sec-Fetch-Site / Origin): open irscope's own page to compile")
+
+    @app.errorhandler(SecurityError)
+    def untrusted_host(_e):
+        message = ("this server does not answer to that host name (setting trusted_hosts); use the address it "
+                   "serves on")
+        return jsonify({"error": Refused(ErrorKind.RequestError, message).to_json()}), 400
 
     ancestors = str(values["embed_frame_ancestors"]).strip() or "'none'"
     if any(c in ancestors for c in ";,\r\n"):

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from flask import Blueprint, abort, render_template, request
 
 import viewers
-from app import services
+from app import diffs, services
 from app.examples import offered
 from app.http_policy import client_address, embeddable
 from app.lessons import for_request
@@ -17,7 +17,6 @@ from app.refusals import renders_page
 from compiler import formats, registry
 from compiler.errors import Refused
 from service.store import Job
-from viewers import diff as diff_viewer
 from viewers import timings as timings_viewer
 from viewers.explanations import explanation_for
 
@@ -67,7 +66,8 @@ def render_ide(job: Job | None = None, link_id: str | None = None, language: str
     bar = _bar_context(job) if job else {"job": None}
     lessons = offered()
     lesson, side = (for_request(lessons, job.request) if job else None) or (None, None)
-    embed = request.args.get("embed") == "1"
+    # only a job's page (and a permalink's) is framable: never the editor, never the import form
+    embed = request.args.get("embed") == "1" and job is not None and "import_form" not in extra
     page = render_template("ide.html", languages=langs, current=current, options=options,
                            source=job.request.source if job else current.example, link_id=link_id,
                            refusal=services().refusal, examples={p.key: p.example for p in langs},
@@ -85,9 +85,11 @@ def index():
 
 @bp.get("/j/<job_id>")
 def job_page(job_id: str):
-    job = services().store.get_job(job_id)
+    svc = services()
+    job = svc.store.get_job(job_id)
     if job is None:
         abort(404, f"no job {job_id!r}")
+    svc.store.touch(job.id)  # viewed: kept from the collection of old jobs a while longer
     return render_ide(job)
 
 
@@ -161,43 +163,56 @@ def stage_pane(job_id: str, key: str):
     at a time (`?page=N`, from 1), read from the store's chunks that hold that page only."""
     svc = services()
     other = request.args.get("diff")
+    if other:
+        return _diff_pane(job_id, key, other)
     per_page = max(int(svc.settings["stage_page_lines"]), 1)
     try:
         page = max(int(request.args.get("page", "1")), 1)
     except ValueError:
         abort(400, "page must be a number")
-    found = svc.store.stage_page(job_id, key, (page - 1) * per_page, per_page) if not other else None
-    if found is None and not other:
+    found = svc.store.stage_page(job_id, key, (page - 1) * per_page, per_page)
+    if found is None:
         abort(404, f"job {job_id!r} has no stage {key!r}")
     pages = None
-    if found is not None and found[1] <= per_page:
+    if found[1] <= per_page:
         stage, _, text = found  # one page is the whole stage
-    elif found is not None and _is_code(found[0].format):
+    elif _is_code(found[0].format):
         stage, lines, text = found
         pages = {"page": page, "count": -(-lines // per_page), "lines": lines, "first": (page - 1) * per_page + 1,
                  "last": min(page * per_page, lines)}
         if page > pages["count"]:
             abort(404, f"stage {stage.key!r} has {pages['count']} pages")
     else:
-        whole = svc.store.stage_text(job_id, key)
-        if whole is None:
-            abort(404, f"job {job_id!r} has no stage {key!r}")
-        stage, text = whole
+        stage, text = svc.store.stage_text(job_id, key)
     job = svc.store.get_job(job_id)
-    if other:
-        against = svc.store.stage_text(job_id, other)
-        if against is None:
-            abort(404, f"job {job_id!r} has no stage {other!r}")
-        body = diff_viewer.render(against[1], text, against[0].key, stage.key)
-    else:
-        meta = {"source_map": stage.source_map, **stage.meta}
-        if pages:
-            meta["first_line"] = pages["first"]
-        body = viewers.render(stage.format, text, meta)
+    meta = {"source_map": stage.source_map, **stage.meta}
+    if pages:
+        meta["first_line"] = pages["first"]
+    body = viewers.render(stage.format, text, meta)
+    siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
+    return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=None,
+                           siblings=siblings, explanation=explanation_for(stage.key),
+                           source_map_json=json.dumps(stage.source_map), pages=pages)
+
+
+def _diff_pane(job_id: str, key: str, other: str):
+    """Stage `key` diffed against stage `other` of the same job: refused from the stages' sizes
+    (before their texts are read) when they are too long to diff here (app/stage_diffs.py)."""
+    svc = services()
+    heads = [svc.store.stage_page(job_id, k, 0, 0) for k in (other, key)]
+    for k, head in zip((other, key), heads):
+        if head is None:
+            abort(404, f"job {job_id!r} has no stage {k!r}")
+    (against, against_lines, _), (stage, lines, _) = heads
+    body = diffs().refusal([(against.key, against_lines, against.size), (stage.key, lines, stage.size)])
+    if body is None:
+        before, after = svc.store.stage_text(job_id, against.key)[1], svc.store.stage_text(job_id, stage.key)[1]
+        body = diffs().render(("stage", job_id, against.key, stage.key), before, after, against.key, stage.key)
+    job = svc.store.get_job(job_id)
     siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
     return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=other,
                            siblings=siblings, explanation=explanation_for(stage.key),
-                           source_map_json=json.dumps(stage.source_map), pages=pages)
+                           source_map_json=json.dumps(stage.source_map), pages=None)
 
 
 def _is_code(fmt: str) -> bool:

@@ -26,4 +26,6 @@ def as_json(link_id: str):
 
 @bp.get("/z/<link_id>")
 def page(link_id: str):
-    return render_ide(_job_for(link_id), link_id=link_id)
+    job = _job_for(link_id)
+    services().store.touch(job.id)
+    return render_ide(job, link_id=link_id)

@@ -30,7 +30,7 @@ def _stop_runner(_server, worker) -> None:
     app = getattr(worker, "wsgi", None)
     svc = getattr(app, "extensions", {}).get("irscope") if app is not None else None
     if svc is not None:
-        svc.runner.shutdown()
+        svc.shutdown()
 
 
 def web_processes(values: dict[str, Any]) -> int:

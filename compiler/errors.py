@@ -57,9 +57,12 @@ class ErrorKind(StrEnum):
     RequestError = "RequestError", 400, False, INVALID_PARAMS
     NotFound = "NotFound", 404, False, NOT_FOUND
     RequestTooLarge = "RequestTooLarge", 413, False, INVALID_PARAMS
+    CrossSiteRequest = "CrossSiteRequest", 403, False, INVALID_PARAMS
     RateLimited = "RateLimited", 429, False, BUSY
     ClientQueueFull = "ClientQueueFull", 429, False, BUSY
     QueueFull = "QueueFull", 429, False, BUSY
+    StorageQuota = "StorageQuota", 429, False, BUSY
+    StorageFull = "StorageFull", 507, False, UNAVAILABLE
     SandboxUnavailable = "SandboxUnavailable", 503, False, UNAVAILABLE
 
 

@@ -132,8 +132,9 @@ class JobSettings:
     max_stages: int = 2000
     max_manifest_kb: int = 32768
     max_stage_meta_kb: int = 1024
+    max_svg_kb: int = 4096
     # what the pipelines do within the limits
-    measure_s: float = 1.0
+    measure_s: float = 0.5
     run_memory_percent: int = 50
     import_max_files: int = 2000
     import_max_unpacked_mb: int = 512
@@ -170,6 +171,11 @@ class JobSettings:
     def job_memory_bytes(self) -> int:
         """What the job's processes may use together (0 in the setting: the address-space limit)."""
         return (self.job_memory_mb or self.memory_limit_mb) << 20
+
+    @property
+    def source_map_pairs_per_line(self) -> int:
+        """A source map's pairs per line of its stage, at most (a line may come from several)."""
+        return 64
 
     @property
     def manifest_bytes(self) -> int:

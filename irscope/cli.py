@@ -38,6 +38,14 @@ def serve(args: argparse.Namespace) -> int:
     from service.configure import sandbox_refusal
     config = _config(args)
     values = settings_table.load(config)
+    hosts = [h.strip() for h in values["trusted_hosts"].split(",") if h.strip()]
+    if args.host in ("0.0.0.0", "::"):
+        if "*" not in hosts:
+            print(f"irscope: serving on every address: requests are answered for the hosts {', '.join(hosts)} "
+                  "only (setting trusted_hosts: add the names your clients use)", file=sys.stderr)
+    elif args.host not in hosts and "*" not in hosts:
+        config["trusted_hosts"] = ",".join([*hosts, args.host])
+        values = settings_table.load(config)
     os.makedirs(values["data_dir"], exist_ok=True)
     processes = web_processes(values)
     if values["broker_url"]:
@@ -170,10 +178,26 @@ def compile_(args: argparse.Namespace) -> int:
     return 1 if current.error else 0
 
 
+def gc(args: argparse.Namespace) -> int:
+    """One collection of old jobs and unused uploads now (what `serve` does every gc_interval_s)."""
+    from service import configure, retention
+    from service import settings as settings_table
+    values = settings_table.load(_config(args))
+    svc = configure.start(values, background=False, resume=False)
+    try:
+        before = retention.stats(svc.store, svc.storage)
+        done = svc.collect()
+        after = retention.stats(svc.store, svc.storage)
+    finally:
+        svc.shutdown()
+    print(json.dumps({"collected": done.to_json(), "before": before, "after": after}, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="irscope", description="An interactive explorer for ML compilers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("serve", "compile", "worker"):
+    for name in ("serve", "compile", "worker", "gc"):
         p = sub.add_parser(name)
         p.add_argument("--data-dir", help="where the store and job directories live (setting data_dir; default ./var)")
         p.add_argument("--insecure-no-sandbox", action="store_true",
@@ -182,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8000)
             p.set_defaults(func=serve)
+        elif name == "gc":
+            p.set_defaults(func=gc)
         elif name == "worker":
             p.add_argument("--queues", help="queues to take jobs from: cpu, cuda:sm_90, ... (setting worker_queues; "
                                             "default: cpu and one per GPU found)")

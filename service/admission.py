@@ -2,9 +2,10 @@
 the IDE's form, a comparison, an import, a lesson, MCP).
 
 In order: the sandbox refusal (this host may not run user code), then, for the requests the store
-cannot answer already, the client's compile rate (counted per job created, so a comparison of two
-new jobs counts twice and a lesson compiled before counts nothing), the client's cap of jobs
-waiting or running, and the queue's cap; only then is anything stored or queued. Each refusal is a
+cannot answer already, the client's cap of jobs waiting or running and the queue's cap, the
+storage quotas (service/retention.py: the client's, the store's, the disk's), and the client's
+compile rate (counted per job created, so a comparison of two new jobs counts twice and a lesson
+compiled before counts nothing); only then is anything stored or queued. Each refusal is a
 `Refused` whose kind says how to answer it (compiler/errors.py).
 """
 from __future__ import annotations
@@ -20,7 +21,9 @@ from limits.strategies import MovingWindowRateLimiter
 
 from compiler.errors import ErrorKind, Refused
 from compiler.model import Request
+from service import retention
 from service.jobs import Jobs, Planned
+from service.retention import StoragePolicy
 from service.store import Job
 
 log = logging.getLogger(__name__)
@@ -56,10 +59,11 @@ class CompileRateLimit:
 
 
 class Admission:
-    def __init__(self, jobs: Jobs, rate: CompileRateLimit, refusal: str | None):
+    def __init__(self, jobs: Jobs, rate: CompileRateLimit, refusal: str | None, storage: StoragePolicy):
         self.jobs = jobs
         self.rate = rate
         self.refusal = refusal
+        self.storage = storage
 
     def check_open(self) -> None:
         """Raise Refused(SandboxUnavailable) when this host may not run user code."""
@@ -82,11 +86,12 @@ class Admission:
         self.check_open()
         planned = self.jobs.plan_upload(language, name, data, options)
         if planned.known is None:
-            self._admit(client, 1)
-            self.jobs.store.add_upload(planned.upload_digest, name, data)
+            self._admit(client, 1, len(data))
+            self.jobs.store.add_upload(planned.upload_digest, name, data, client)
         return self.jobs.create(planned, client)
 
-    def _admit(self, client: str, new_jobs: int) -> None:
+    def _admit(self, client: str, new_jobs: int, new_bytes: int = 0) -> None:
         if new_jobs:
             self.jobs.check_capacity(client, new_jobs)
+            retention.check(self.jobs.store, self.storage, client, new_bytes)
             self.rate.hit(client, new_jobs)

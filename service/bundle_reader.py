@@ -19,6 +19,7 @@ import json
 import os
 import re
 import stat
+import time
 from typing import Any
 
 from compiler import formats
@@ -198,6 +199,8 @@ def _stage(s: Any, n: int, caps: JobSettings) -> Stage:
     meta = s.get("meta") or {}
     if not isinstance(meta, dict):
         raise BundleRuleError(f"{where}: meta must be an object")
+    if "runner" in meta:
+        raise BundleRuleError(f"{where}'s meta names `runner`, the runner's own key (what it did to the stage)")
     _plain_json(meta, caps.meta_bytes, f"{where}'s meta")
     if "ir_locations" in meta:  # the page reads it line by line: its shape is checked here
         try:
@@ -219,6 +222,7 @@ class BundleReader:
         self._dir_fd: int | None = None
         self._last: tuple[int, int, int] | None = None
         self._manifest: Manifest | None = None
+        self._next_parse = 0.0  # time.monotonic() before which a changed manifest is not parsed again
 
     def _dir(self) -> int | None:
         """The fd of out/, checked on every call: a job that swaps out/ for a link or another
@@ -236,9 +240,11 @@ class BundleReader:
                                   "made, not a link)")
         return self._dir_fd
 
-    def manifest(self) -> Manifest | None:
-        """The manifest as last written, or None if there is none yet. Parsed again only when
-        the file changed."""
+    def manifest(self, final: bool = False) -> Manifest | None:
+        """The manifest as last written, or None if there is none yet. Parsed again only when the
+        file changed, and, while the job runs, no sooner than ten times the last parse took after
+        it: a job rewriting a huge manifest over and over costs the runner (in the web process,
+        embedded) a tenth of a core at most. `final`: the job ended, read it whatever the time."""
         dir_fd = self._dir()
         if dir_fd is None:
             return None
@@ -247,12 +253,14 @@ class BundleReader:
         except FileNotFoundError:
             return None
         ident = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if ident != self._last or self._manifest is None:
+        if (ident != self._last or self._manifest is None) and (final or time.monotonic() >= self._next_parse):
+            started = time.monotonic()
             data = read_file(dir_fd, "manifest.json", self.caps.manifest_bytes, "the manifest")
             if data is None:
                 return None
             self._manifest = parse_manifest(data, self.caps)
             self._last = ident
+            self._next_parse = time.monotonic() + 9 * (time.monotonic() - started)
         return self._manifest
 
     def stage_text(self, stage: Stage) -> str | None:
@@ -267,6 +275,13 @@ class BundleReader:
         if self.bytes_read > self.caps.job_stage_bytes:
             raise BundleRuleError(f"the job's stages add up to more than {self.caps.job_stage_bytes:,} bytes "
                                   "(setting job_disk_mb)")
+        lines = data.count(b"\n") + 1
+        pairs = len(stage.source_map)
+        if pairs > self.caps.source_map_pairs_per_line * lines + 64 or \
+                any(p[0] > lines + 1 for p in stage.source_map):
+            raise BundleRuleError(f"stage {stage.key!r}'s source map has {pairs:,} pairs for its {lines:,} lines; a "
+                                  f"source map has at most {self.caps.source_map_pairs_per_line} pairs per line, each "
+                                  "naming one of the stage's lines")
         return data.decode("utf-8", "replace")
 
     def close(self) -> None:

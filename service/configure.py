@@ -11,15 +11,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from compiler import registry
 from compiler.model import JobSettings
-from service import cgroups, job_dir, sandbox
+from service import cgroups, job_dir, retention, sandbox, seccomp
 from service.admission import Admission, CompileRateLimit
 from service.job_process import RunnerConfig
 from service.jobs import Jobs, JobsConfig
+from service.retention import StoragePolicy
 from service.runner import LocalRunner, Runner
 from service.store import Store
 
@@ -48,6 +50,9 @@ def sandbox_refusal(values: dict[str, Any]) -> tuple[sandbox.SandboxUser | None,
                       "`irscope serve --insecure-no-sandbox`.")
     missing = cgroups.missing_controllers(sandbox.cgroup_limits(job_settings(values)))
     unenforced = [f"{cgroups.LIMIT_OF[c]} (the cgroup {c} controller: {why})" for c, why in missing.items()]
+    no_filter = seccomp.available()
+    if no_filter:
+        unenforced.append(f"the jobs' seccomp filter (libseccomp: {no_filter}; install Debian's libseccomp2)")
     if int(values["job_disk_mb"]) > 0:
         why = job_dir.can_mount_tmpfs(os.path.join(values["data_dir"], "jobs", ".mount-probe"))
         if why:
@@ -103,15 +108,38 @@ class Service:
     admission: Admission
     sandboxed: bool
     refusal: str | None  # why compiling is refused (no sandbox available), or None
+    storage: StoragePolicy
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def collect(self) -> retention.Collected:
+        """One collection of old jobs and the uploads only they read (service/retention.py)."""
+        def inputs_of(job_id: str) -> set[str]:
+            job = self.store.get_job(job_id)
+            return set(registry.get(job.request.language).inputs(job.request).values()) if job else set()
+        return retention.collect(self.store, self.storage, inputs_of)
+
+    def start_collecting(self, every_s: float) -> None:
+        """Collect every `every_s` seconds, on a thread of its own, until shutdown."""
+        def loop() -> None:
+            while not self._stop.wait(every_s):
+                try:
+                    done = self.collect()
+                    if done.jobs or done.uploads:
+                        log.info("collected %d jobs and %d uploads (%d bytes)", done.jobs, done.uploads, done.bytes)
+                except Exception:  # noqa: BLE001 - a failed collection is retried at the next interval
+                    log.exception("the collection of old jobs failed")
+        threading.Thread(target=loop, name="irscope-collect", daemon=True).start()
 
     def shutdown(self) -> None:
+        self._stop.set()
         self.runner.shutdown()
 
 
-def start(values: dict[str, Any], background: bool = True) -> Service:
+def start(values: dict[str, Any], background: bool = True, resume: bool = True) -> Service:
     """The service for these settings: with a broker, the worker tier's queues (this process runs
-    no job); else the embedded pool, which resumes the jobs a previous process left and, with
-    `background`, starts the toolchain warm-up and the spares."""
+    no job); else the embedded pool, which resumes the jobs a previous process left (with `resume`:
+    not for `irscope gc`, which only reads and deletes) and, with `background`, starts the
+    toolchain warm-up, the spares and the periodic collection of old jobs."""
     os.makedirs(values["data_dir"], exist_ok=True)
     languages = offered_languages(values)
     if values["sandbox"] not in ("bwrap", "none"):
@@ -129,11 +157,15 @@ def start(values: dict[str, Any], background: bool = True) -> Service:
         user, refusal = sandbox_refusal(values)
         runner = LocalRunner(store, runner_config(values, user))
         jobs = Jobs(store, runner, config)
-        if refusal is None:
+        if refusal is None and resume:
             jobs.resume_unfinished()
             if background:
                 runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
     rate = CompileRateLimit(str(values["rate_limit"]), values["broker_url"])
-    return Service(settings=values, store=store, jobs=jobs, runner=runner,
-                   admission=Admission(jobs, rate, refusal), sandboxed=values["sandbox"] == "bwrap",
-                   refusal=refusal)
+    storage = StoragePolicy.from_settings(values)
+    service = Service(settings=values, store=store, jobs=jobs, runner=runner,
+                      admission=Admission(jobs, rate, refusal, storage), sandboxed=values["sandbox"] == "bwrap",
+                      refusal=refusal, storage=storage)
+    if background and float(values["gc_interval_s"]) > 0:
+        service.start_collecting(float(values["gc_interval_s"]))
+    return service

@@ -6,6 +6,7 @@ with per-target queues slots in behind the same `submit`/`shutdown`.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from compiler import registry
+from compiler import formats, registry
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JobError, Manifest, Stage
 from service import job_dir as job_dirs
@@ -189,11 +190,11 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     last_progress = [""]
     broken: list[str] = []  # the rule the job's output broke, if it broke one
 
-    def collect() -> Manifest | None:
+    def collect(final: bool = False) -> Manifest | None:
         if broken:
             return None
         try:
-            manifest = reader.manifest()
+            manifest = reader.manifest(final)
             if manifest is None:
                 return None
             for position, stage in enumerate(manifest.stages):
@@ -202,6 +203,7 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
                 text = reader.stage_text(stage)
                 if text is None:
                     continue
+                text = _prepared(stage, text, config)
                 stage.size = len(text.encode("utf-8"))
                 store.add_stage(job.id, position, stage, text)
                 stored.add(stage.key)
@@ -231,7 +233,7 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         proc.start_clock()
     try:
         outcome = proc.wait(on_tick=collect)
-        manifest = collect() or Manifest(status="running")
+        manifest = collect(final=True) or Manifest(status="running")
     finally:
         reader.close()
     if broken:
@@ -271,6 +273,25 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         _logged(spares.fill, job.request.language)
 
 
+def _prepared(stage: Stage, text: str, config: RunnerConfig) -> str:
+    """A stage as it is stored: without the host's own paths (the job sees them; a reader of its
+    stages need not), and a drawing sanitized once, here, so no page view sanitizes it again (the
+    viewer trusts the runner's mark in `meta["runner"]`, a key no job may write)."""
+    text = scrub_paths(text, config, "")
+    if stage.meta:
+        stage.meta = json.loads(scrub_paths(json.dumps(stage.meta), config, ""))
+    if stage.format == "svg":
+        if len(text.encode("utf-8")) > config.job.max_svg_kb << 10:
+            stage.meta["runner"] = {"svg": f"not drawn: over {config.job.max_svg_kb} KiB (setting max_svg_kb)"}
+        else:
+            try:
+                text = formats.sanitize_svg(text)
+                stage.meta["runner"] = {"svg": "sanitized"}
+            except formats.FormatError as e:
+                stage.meta["runner"] = {"svg": f"not drawn: {e}"}
+    return text
+
+
 def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:
     """Copy the uploads the job's pipeline reads (Pipeline.inputs) into JOB/inputs/, owned by the
     runner and only readable by the job. Returns why not, when an upload is not in the store."""
@@ -291,10 +312,12 @@ def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:
 
 
 def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
-    """The worker's output without the host's own paths (where irscope, its data, the Python
-    install and the virtualenv live): the job sees them, but a reader of worker.log need not."""
-    names = {job_dir: "<job>", config.data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
+    """The job's output without the host's own paths (where irscope, its data, the Python install
+    and the virtualenv live): the job sees them, but a reader of its stages and log need not."""
+    names = {config.data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
              sys.base_prefix: "<python>", sys.exec_prefix: "<venv>"}
+    if job_dir:
+        names[job_dir] = "<job>"
     for path in list(names):
         real = os.path.realpath(path)
         if real != path:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from compiler.model import JobSettings
+from service import seccomp
 from service.cgroups import CgroupLimits, JobCgroup
 
 # The /etc files a compiler toolchain needs (the dynamic loader's cache, the alternatives that
@@ -102,6 +103,7 @@ class SandboxSpec:
     ro_binds: list[tuple[str, str]] = field(default_factory=list)  # (outside, inside) read-only
     use_bwrap: bool = True
     user: SandboxUser | None = None
+    seccomp: bool = True  # under bubblewrap, the job runs under service/seccomp.py's filter
 
 
 def bwrap_path() -> str | None:
@@ -169,11 +171,13 @@ class _Parents:
         self.made.add(inside)
 
 
-def bwrap_argv(spec: SandboxSpec, limits: JobSettings) -> list[str]:
-    """The bubblewrap command line for `spec` (the worker's argv follows `--`)."""
+def bwrap_argv(spec: SandboxSpec, limits: JobSettings, seccomp_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line for `spec` (the worker's argv follows `--`); with `seccomp_fd`,
+    bubblewrap loads the filter read from it (service/seccomp.py) before it runs the job."""
     namespaces, prefix = _namespace_args(spec.user)
     args = [bwrap_path() or "bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
             "--hostname", "irscope-sandbox",
+            *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
             # /tmp first: a later bind under /tmp (a checkout in /tmp) must stay visible on top of it
             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
             "--ro-bind", "/usr", "/usr"]
@@ -239,20 +243,27 @@ class Sandboxed:
             cgroup.enter()
 
         if spec.use_bwrap:
-            argv = bwrap_argv(spec, limits)
+            seccomp_fd = seccomp.FILTER.fd() if spec.seccomp else None
+            argv = bwrap_argv(spec, limits, seccomp_fd)
             env = {"PATH": "/usr/bin:/bin"}
         else:
             # --insecure-no-sandbox: same worker, same rlimits, no namespaces; the environment is
             # still cleared down to what the worker needs.
             argv = [a.replace(JOB_PLACEHOLDER, spec.job_dir) for a in spec.argv]
+            seccomp_fd = None
             scratch = os.path.join(spec.job_dir, "scratch")
             env = dict(spec.env, IRSCOPE_WORKDIR=scratch, HOME=scratch, TMPDIR=scratch)
         self.started = time.monotonic()
         self._timed_out = False
         self._timer: threading.Timer | None = None
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, env=env, preexec_fn=before_exec,
-                                     start_new_session=True, cwd=spec.job_dir)
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, env=env, preexec_fn=before_exec,
+                                         start_new_session=True, cwd=spec.job_dir,
+                                         pass_fds=(seccomp_fd,) if seccomp_fd is not None else ())
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)  # bubblewrap has its own copy
         self._kept: list[bytes] = []
         self._truncated = [False]
         self._reader = threading.Thread(target=_drain, args=(self.proc.stdout, limits.output_bytes, self._kept,

@@ -76,11 +76,14 @@ SETTINGS: tuple[Setting, ...] = (
     _job("max_stages", "Most stages one job may list; a job that lists more is stopped."),
     _job("max_manifest_kb", "Largest manifest.json the runner reads from a job, in KiB."),
     _job("max_stage_meta_kb", "Largest metadata (JSON) one stage may carry, in KiB."),
+    _job("max_svg_kb", "Largest drawing (an SVG stage) the runner sanitizes, once, to store it for drawing, in KiB; "
+                       "a larger one is stored as text, not drawn."),
     Setting("max_source_kb", 256, "Largest source a request may carry, in KiB."),
     Setting("max_request_kb", 1024, "Largest HTTP request body the server accepts, in KiB (larger: 413)."),
     Setting("rate_limit", "30 per minute", "Compile requests one client (IP address) may make, as "
                                            "`N per second|minute|hour`; more get 429. Empty: no limit."),
-    Setting("max_queued_jobs", 20, "Jobs that may wait for a free worker; a compile request beyond that gets 429."),
+    Setting("max_queued_jobs", 64, "Jobs that may wait for a free worker (a class of 30 pressing Compile at once "
+                                   "fits); a compile request beyond that gets 429."),
     Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
                                    "from the store instead of compiling again. This tells a client whether "
                                    "anyone compiled exactly this source before (docs/security.md)."),
@@ -108,9 +111,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("examples_dir", "", "Directory of the examples gallery's lessons (one `<slug>/lesson.toml` each); "
                                 "empty: the repository's `examples/`."),
+    Setting("trusted_hosts", "localhost,127.0.0.1", "Host names (comma-separated) this server answers to; a "
+                                                    "request naming another Host gets 400 (no DNS rebinding). "
+                                                    "`irscope serve --host H` adds H; `*`: any."),
+    Setting("trusted_proxies", 0, "Reverse proxies in front of the server: with N, the client address (rate "
+                                  "limit, per-client caps) is the one the N proxies saw (X-Forwarded-For, read by "
+                                  "Werkzeug's ProxyFix), and the scheme and host theirs. 0: the peer address."),
     Setting("embed_frame_ancestors", "*", "Who may show `?embed=1` pages in a frame (slides): a CSP "
                                           "frame-ancestors source list; `'none'` forbids it. Other pages are "
                                           "never framed."),
+    Setting("max_diff_lines", 20000, "Longest text (either side) a page diffs, in lines; a longer one is refused "
+                                     "with a sentence (diff cost grows with the square of the lines)."),
+    Setting("max_diff_kb", 2048, "Largest text (either side) a page diffs, in KiB."),
+    Setting("diff_timeout_s", 5.0, "Seconds a diff may take, computed in a process of its own; past it, it is "
+                                   "stopped and the page says so."),
+    Setting("diff_processes", 2, "Diffs computed at once (each in its own process); more wait a moment, then "
+                                 "are refused."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
     Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),
     Setting("web_processes", 0, "Web server (gunicorn) processes. 0: 1 in the embedded mode (its store and worker "
@@ -118,6 +134,19 @@ SETTINGS: tuple[Setting, ...] = (
                                 "`broker_url` is set."),
     Setting("max_jobs_per_client", 4, "Jobs one client (IP address) may have waiting or running at once; one more "
                                       "gets 429, so one client's burst cannot starve another's job. 0: no cap."),
+    Setting("client_store_mb", 2048, "What one client's jobs and uploads may keep in the store, in MiB (as stored, "
+                                     "compressed); past it the client gets no new job until its old ones are "
+                                     "collected. 0: no quota."),
+    Setting("store_max_mb", 20480, "The store's cap, in MiB: the collection deletes the least recently viewed jobs "
+                                   "nobody points at (no permalink, no comparison) to stay under it; with nothing "
+                                   "left to delete, new jobs are refused. 0: no cap."),
+    Setting("keep_jobs_days", 30.0, "A job nobody points at and nobody viewed for this many days is deleted by "
+                                    "the collection, with the uploads only it read. 0: kept until the cap needs "
+                                    "the room."),
+    Setting("min_free_disk_mb", 1024, "Free space the data directory's disk keeps: below it, new jobs and uploads "
+                                      "are refused (nothing stored is lost)."),
+    Setting("gc_interval_s", 600.0, "Seconds between the server's collections of old jobs (`irscope gc` runs one "
+                                    "at once). 0: only `irscope gc`."),
     Setting("stage_chunk_kb", 256, "Stage text is stored compressed in chunks of about this many KiB, cut at line "
                                    "boundaries, so one page of a large stage is read without the rest."),
     Setting("stage_page_lines", 5000, "Lines of a code stage shown per page; a longer stage gets a pager (its raw "

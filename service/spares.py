@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from compiler import registry
@@ -49,21 +50,44 @@ class Spares:
         self._spares: dict[str, list[Spare]] = {}
         self._closed = False
         self._memory_seen = 0  # the largest resident memory a ready spare was seen with
+        # Every spare is started on this one thread, which lives as long as the spares: bubblewrap's
+        # --die-with-parent kills a sandbox when the thread that started it ends.
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-spare-starter")
 
     def fill(self, language: str) -> None:
-        """Start spares of `language` until `spare_workers` are alive, while their memory together
-        (the largest a ready spare was seen with, for each) stays within `spare_memory_mb`."""
+        """Start a spare of `language` (on the starter thread, see __init__) when fewer than
+        `spare_workers` are alive, none is warming up (one warm-up at a time: on a small machine two
+        would take the CPU the running job needs; the next starts when this one is ready), and their
+        memory together (the largest a ready spare was seen with, for each) stays within
+        `spare_memory_mb`."""
         if self.config.spare_workers <= 0 or not registry.get(language).prewarm_modules:
             return
+        try:
+            self._starter.submit(self._fill_now, language)
+        except RuntimeError:  # the starter was shut down: no more spares
+            pass
+
+    def _fill_now(self, language: str) -> None:
         with self._lock:
             if self._closed:
                 return
             alive = self._alive(language)
             for spare in alive:
                 self._note_memory(spare)
-            while len(alive) < self.config.spare_workers and self._room_for_one():
-                alive.append(self._start(language))
+            started = None
+            if len(alive) < self.config.spare_workers and all(s.ready for s in alive) and self._room_for_one():
+                started = self._start(language)
+                alive.append(started)
             self._spares[language] = alive
+        if started is not None:
+            threading.Thread(target=self._fill_when_ready, args=(language, started), daemon=True,
+                             name=f"irscope-spare-ready-{language}").start()
+
+    def _fill_when_ready(self, language: str, spare: Spare) -> None:
+        """Wait for `spare` to be ready (or gone), then fill again: the next spare starts then."""
+        while spare.proc.alive() and not spare.ready and not self._closed:
+            time.sleep(0.2)
+        self.fill(language)
 
     def take(self, language: str) -> Spare | None:
         """A live spare for `language` (a ready one first), or None; a replacement starts now."""
@@ -133,6 +157,7 @@ class Spares:
                 job_dirs.release(os.path.join(jobs, name))
 
     def shutdown(self) -> None:
+        self._starter.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             self._closed = True
             for spares in self._spares.values():

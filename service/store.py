@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     ForeignKey,
     ForeignKeyConstraint,
@@ -59,6 +60,8 @@ class JobRow(Base):
     worker: Mapped[str | None] = mapped_column(String(200), nullable=True)  # "<name>/<instance>" running it
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # times a worker took it
     started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # its stage chunks, as stored
+    viewed: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)  # last seen on a page
 
 
 class StageRow(Base):
@@ -95,6 +98,8 @@ class UploadRow(Base):
     size: Mapped[int] = mapped_column(Integer)
     data: Mapped[bytes] = mapped_column(LargeBinary)
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
+    client: Mapped[str] = mapped_column(String(64), default="")  # who uploaded it (its quota)
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class ShortlinkRow(Base):
@@ -245,14 +250,14 @@ class Store:
             return self._job(s, row) if row else None
 
     def _job(self, s: Session, row: JobRow) -> Job:
-        stages = s.execute(select(StageRow.key, StageRow.title, StageRow.group, StageRow.format, StageRow.size,
-                                  StageRow.source_map, StageRow.meta)
+        # The stage list only: a stage's source map and meta (they can be large) are read with the
+        # stage (stage_text, stage_page), never with every job lookup or poll.
+        stages = s.execute(select(StageRow.key, StageRow.title, StageRow.group, StageRow.format, StageRow.size)
                            .where(StageRow.job_id == row.id).order_by(StageRow.position)).all()
         return Job(id=row.id, cache_key=row.cache_key, request=Request.from_json(row.request), status=row.status,
                    toolchain=row.toolchain or {}, error=JobError.from_json(row.error), timings=row.timings or {},
                    progress=row.progress or "",
-                   stages=[Stage(key=k, title=t, group=g, format=f, size=z, source_map=m or [], meta=me or {})
-                           for k, t, g, f, z, m, me in stages],
+                   stages=[Stage(key=k, title=t, group=g, format=f, size=z) for k, t, g, f, z in stages],
                    queue=row.queue or "cpu", placement=row.placement or {}, worker=row.worker,
                    attempts=row.attempts or 0)
 
@@ -350,12 +355,17 @@ class Store:
         row = StageRow(job_id=job_id, key=stage.key, position=position, title=stage.title, group=stage.group,
                        format=stage.format, size=stage.size, source_map=stage.source_map, meta=stage.meta,
                        lines=sum(c.line_count for c in chunks))
+        stored = sum(len(c.data) for c in chunks)
         with self._lock, self._session.begin() as s:
+            old = s.scalar(select(func.coalesce(func.sum(func.length(StageChunkRow.data)), 0)).where(
+                StageChunkRow.job_id == job_id, StageChunkRow.key == stage.key)) or 0
             s.execute(delete(StageChunkRow).where(StageChunkRow.job_id == job_id, StageChunkRow.key == stage.key))
             s.merge(row)
             s.flush()
             s.add_all([StageChunkRow(job_id=job_id, key=stage.key, n=c.n, first_line=c.first_line,
                                      line_count=c.line_count, data=c.data) for c in chunks])
+            s.execute(update(JobRow).where(JobRow.id == job_id)
+                      .values(stored_bytes=JobRow.stored_bytes + stored - int(old)))
 
     def stage_keys(self, job_id: str) -> set[str]:
         with self._session() as s:
@@ -418,13 +428,96 @@ class Store:
             if chunk is not None:
                 yield stage_text.Chunk(chunk.n, chunk.first_line, chunk.line_count, chunk.data).text()
 
+    # --- storage: quotas and retention (service/retention.py) -------------------------------
+    def stored_bytes(self) -> int:
+        """What the store keeps of jobs and uploads, in bytes as stored (compressed)."""
+        with self._session() as s:
+            jobs = s.scalar(select(func.coalesce(func.sum(JobRow.stored_bytes), 0))) or 0
+            uploads = s.scalar(select(func.coalesce(func.sum(UploadRow.stored_bytes), 0))) or 0
+        return int(jobs) + int(uploads)
+
+    def client_bytes(self, client: str) -> int:
+        """What one client's jobs and uploads keep in the store."""
+        with self._session() as s:
+            jobs = s.scalar(select(func.coalesce(func.sum(JobRow.stored_bytes), 0)).where(JobRow.client == client))
+            uploads = s.scalar(select(func.coalesce(func.sum(UploadRow.stored_bytes), 0))
+                               .where(UploadRow.client == client))
+        return int(jobs or 0) + int(uploads or 0)
+
+    def counts(self) -> dict[str, int]:
+        with self._session() as s:
+            return {"jobs": s.scalar(select(func.count()).select_from(JobRow)) or 0,
+                    "referenced": len(self._referenced(s)),
+                    "uploads": s.scalar(select(func.count()).select_from(UploadRow)) or 0}
+
+    @staticmethod
+    def _referenced(s: Session) -> set[str]:
+        ids = set(s.scalars(select(ShortlinkRow.job_id)))
+        for a, b in s.execute(select(ComparisonRow.job_a, ComparisonRow.job_b)):
+            ids |= {a, b}
+        return ids
+
+    def collectable_jobs(self) -> list[tuple[str, int, float]]:
+        """(job id, stored bytes, seconds since it was last viewed or finished) of every finished
+        job nobody points at (no permalink, no comparison), least recently used first."""
+        now = _utc_now()
+        with self._session() as s:
+            referenced = self._referenced(s)
+            rows = s.execute(select(JobRow.id, JobRow.stored_bytes, JobRow.viewed, JobRow.finished, JobRow.created)
+                             .where(JobRow.status.in_(("done", "failed")))).all()
+        out = []
+        for job_id, size, viewed, finished, created in rows:
+            if job_id in referenced:
+                continue
+            last = max(t for t in (viewed, finished, created) if t is not None)
+            out.append((job_id, int(size or 0), (now - last).total_seconds()))
+        out.sort(key=lambda r: -r[2])
+        return out
+
+    def delete_job(self, job_id: str) -> bool:
+        """Delete a finished job nobody points at, with its stages (False when it is referenced
+        or unfinished by now)."""
+        with self._lock, self._session.begin() as s:
+            if job_id in self._referenced(s):
+                return False
+            row = s.get(JobRow, job_id)
+            if row is None or row.status not in ("done", "failed"):
+                return False
+            s.execute(delete(StageChunkRow).where(StageChunkRow.job_id == job_id))
+            s.execute(delete(StageRow).where(StageRow.job_id == job_id))
+            s.delete(row)
+            return True
+
+    def touch(self, job_id: str, every_s: float = 3600) -> None:
+        """Record that a job was viewed now (at most once every `every_s`: views are reads, this is
+        one cheap conditional write)."""
+        with self._lock, self._session.begin() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id,
+                                           or_(JobRow.viewed.is_(None), JobRow.viewed < self._ago(every_s)))
+                      .values(viewed=self._now()))
+
+    def jobs_with_uploads(self) -> list[str]:
+        """The jobs that read an upload (the languages made by upload: `import`)."""
+        with self._session() as s:
+            return list(s.scalars(select(JobRow.id).where(JobRow.language == "import")))
+
+    def uploads(self) -> list[tuple[str, int]]:
+        with self._session() as s:
+            return [(d, int(n or 0)) for d, n in s.execute(select(UploadRow.digest, UploadRow.stored_bytes))]
+
+    def delete_upload(self, digest: str) -> bool:
+        with self._lock, self._session.begin() as s:
+            return s.execute(delete(UploadRow).where(UploadRow.digest == digest)).rowcount == 1
+
     # --- uploads -----------------------------------------------------------------------------
-    def add_upload(self, digest: str, name: str, data: bytes) -> None:
+    def add_upload(self, digest: str, name: str, data: bytes, client: str = "") -> None:
         """Keep an uploaded file under its sha256 (the first upload of the same bytes stays)."""
+        packed = zlib.compress(data, 1)
         try:
             with self._lock, self._session.begin() as s:
                 if s.get(UploadRow, digest) is None:
-                    s.add(UploadRow(digest=digest, name=name[:300], size=len(data), data=zlib.compress(data, 1)))
+                    s.add(UploadRow(digest=digest, name=name[:300], size=len(data), data=packed, client=client[:64],
+                                    stored_bytes=len(packed)))
         except IntegrityError:
             pass
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 import uuid
 from html.parser import HTMLParser
 from urllib.parse import quote
@@ -155,6 +157,66 @@ def test_manifest_fields_are_validated(hostile, field, value, phrase):
     _rule_broken(hostile, _job_writing([stage], "open(out + '/0101.txt', 'w').write('x')"), phrase)
 
 
+def test_a_source_map_is_bounded_by_its_stages_lines_and_the_runner_key_is_the_runners(tmp_path):
+    """Before: a one-line stage carrying a 4.8-million-pair source map made every job page slow;
+    now the runner refuses a source map of more pairs than its stage's lines allow, or naming a
+    line the stage does not have, and a meta that writes the runner's own key."""
+    from compiler.model import JobSettings
+    from service.bundle_reader import BundleReader, BundleRuleError
+    out = tmp_path / "job" / "out"
+    out.mkdir(parents=True)
+    (out / "0101.txt").write_text("one line")
+    cases = {"flood": [[1, 1]] * 200, "beyond": [[5, 1]]}
+    for name, pairs in cases.items():
+        (out / "manifest.json").write_text(json.dumps({"status": "done", "stages": [
+            _stage("0101.txt", key=name, source_map=pairs)]}))
+        reader = BundleReader(str(tmp_path / "job"), JobSettings())
+        with pytest.raises(BundleRuleError, match="source map has"):
+            reader.stage_text(reader.manifest().stages[0])
+        reader.close()
+    (out / "manifest.json").write_text(json.dumps({"status": "done", "stages": [
+        _stage("0101.txt", key="ok", source_map=[[1, 1]] * 64)]}))
+    reader = BundleReader(str(tmp_path / "job"), JobSettings())
+    assert reader.stage_text(reader.manifest().stages[0]) == "one line"
+    reader.close()
+    (out / "manifest.json").write_text(json.dumps({"status": "done", "stages": [
+        _stage("0101.txt", key="forged", meta={"runner": {"svg": "sanitized"}})]}))
+    with pytest.raises(BundleRuleError, match="the runner's own key"):
+        BundleReader(str(tmp_path / "job"), JobSettings()).manifest()
+
+
+def test_a_manifest_rewritten_over_and_over_is_parsed_a_bounded_share_of_the_time(tmp_path, monkeypatch):
+    """Before: a job rewriting a 28.8 MB manifest every 0.3 s had the runner (in the web process)
+    parse it every tick, and /api/languages took 5.6 s. Now a changed manifest is parsed again no
+    sooner than nine times its last parse took: at most a tenth of the time goes to parsing."""
+    from compiler.model import JobSettings
+    from service import bundle_reader
+    out = tmp_path / "job" / "out"
+    out.mkdir(parents=True)
+    stages = [_stage(f"{n:04d}.txt", key=f"s{n}", meta={"pad": "x" * 900}) for n in range(1900)]
+    path = out / "manifest.json"
+    path.write_text(json.dumps({"status": "running", "stages": stages}))
+    spent = []
+    real = bundle_reader.parse_manifest
+
+    def timed(data, caps):
+        started = time.monotonic()
+        try:
+            return real(data, caps)
+        finally:
+            spent.append(time.monotonic() - started)
+    monkeypatch.setattr(bundle_reader, "parse_manifest", timed)
+    reader = bundle_reader.BundleReader(str(tmp_path / "job"), JobSettings())
+    started = time.monotonic()
+    while time.monotonic() - started < 2.0:
+        path.write_text(json.dumps({"status": "running", "stages": stages, "progress": str(time.monotonic())}))
+        reader.manifest()
+    elapsed = time.monotonic() - started
+    assert len(spent) >= 2 and sum(spent) <= 0.15 * elapsed + max(spent), (len(spent), sum(spent), elapsed)
+    assert reader.manifest(final=True).progress  # the last one is read whatever the time
+    reader.close()
+
+
 def test_manifest_rules_without_a_sandbox():
     """The same rules, on bytes: plain JSON only, no NaN, known status."""
     from compiler.model import JobSettings
@@ -238,6 +300,45 @@ def test_job_runs_as_the_unprivileged_sandbox_user(hostile, secret):
     assert seen["root_readable"] is False  # bwrap's own process (root) is off limits
     assert "CapEff:\t0000000000000000\n" in seen["status"] and "CapBnd:\t0000000000000000\n" in seen["status"]
     assert "NoNewPrivs:\t1\n" in seen["status"]
+
+
+SYSCALLS_X86_64 = {"add_key": 248, "keyctl": 250, "request_key": 249, "unshare": 272, "setns": 308,
+                   "ptrace": 101, "process_vm_readv": 310, "bpf": 321, "perf_event_open": 298, "mount": 165,
+                   "umount2": 166, "pivot_root": 155, "kexec_load": 246, "init_module": 175, "finit_module": 313,
+                   "userfaultfd": 323, "clone3": 435}
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the syscall numbers below are x86-64's")
+def test_the_seccomp_filter_refuses_keys_namespaces_tracing_and_the_kernel_from_inside_a_job(hostile):
+    """Each syscall service/seccomp.py denies, tried from inside a job: EPERM (clone3: ENOSYS, so
+    glibc falls back to clone), a CLONE_NEWUSER clone refused while a plain fork and threads work,
+    `unshare -Ur` refused, the process in seccomp filter mode. Before: a job's add_key(@u) was
+    read by a later job of another source, and `unshare -Ur` worked."""
+    client = hostile.test_client()
+    source = ("import ctypes, errno, json, os, subprocess, threading\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "def call(nr, *args):\n"
+              "    r = libc.syscall(nr, *args)\n"
+              "    return errno.errorcode.get(ctypes.get_errno(), '') if r == -1 else 'allowed'\n"
+              f"seen = {{name: call(nr, 0, 0, 0, 0, 0) for name, nr in {SYSCALLS_X86_64!r}.items()}}\n"
+              "seen['add_key(@u)'] = call(248, b'user', b'irscope-test', b'secret', 6, ctypes.c_long(-4))\n"
+              "seen['clone(CLONE_NEWUSER)'] = call(56, 0x10000000 | 17, 0, 0, 0, 0)\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n    os._exit(7)\n"
+              "seen['fork'] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+              "t = threading.Thread(target=lambda: None); t.start(); t.join(); seen['thread'] = 'ok'\n"
+              "seen['unshare -Ur'] = subprocess.run(['unshare', '-Ur', 'true'], capture_output=True).returncode\n"
+              "seen['Seccomp'] = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')][0]\n"
+              "print(json.dumps(seen))\n")
+    job = compile_and_wait(client, "fake", source)
+    assert job["status"] == "done", job["error"]
+    seen = json.loads(stage_text(client, job["id"], "run.stdout"))
+    denied = {name: "EPERM" for name in SYSCALLS_X86_64} | {"clone3": "ENOSYS"}
+    assert {k: seen[k] for k in SYSCALLS_X86_64} == denied
+    assert seen["add_key(@u)"] == "EPERM" and seen["clone(CLONE_NEWUSER)"] == "EPERM"
+    assert (seen["fork"], seen["thread"], seen["Seccomp"]) == (7, "ok", "2")
+    assert seen["unshare -Ur"] != 0
 
 
 @needs_bwrap
@@ -544,15 +645,27 @@ def test_debugger_is_never_on(tmp_path, monkeypatch):
 
 
 @needs_bwrap
-def test_worker_log_has_no_host_paths(hostile):
+def test_no_stored_output_shows_host_paths(hostile):
+    """Before: only worker.log was scrubbed, and a job's own run.stdout showed the data directory,
+    the Python install and the venv. Now every stored stage, its meta and the worker log name
+    them <irscope>, <venv>, <python>, <data>."""
     client = hostile.test_client()
-    # written straight to the worker's stderr (fd 2), not to the program output the pipeline captures
+    data_dir = hostile.extensions["irscope"].settings["data_dir"]
+    # written to the program output (run.stdout) and straight to the worker's stderr (fd 2)
     job = compile_and_wait(client, "fake", "import os, sys, compiler\n"
-                                           "os.write(2, (compiler.__file__ + ' ' + sys.prefix + '\\n').encode())\n")
-    log = stage_text(client, job["id"], "worker.log")
+                                           "line = compiler.__file__ + ' ' + sys.prefix + ' ' + sys.base_prefix\n"
+                                           "print(line)\n"
+                                           f"print({data_dir!r})\n"
+                                           "os.write(2, (line + '\\n').encode())\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    assert "<irscope>/compiler/__init__.py" in log and "<venv>" in log, log
-    assert root not in log
+    log = stage_text(client, job["id"], "worker.log")
+    out = stage_text(client, job["id"], "run.stdout")
+    for text in (log, out):
+        assert "<irscope>/compiler/__init__.py" in text and "<venv>" in text, text
+        assert root not in text and sys.prefix not in text
+    assert "<data>" in out and data_dir not in out
+    for key in (s["key"] for s in job["stages"]):
+        assert root not in stage_text(client, job["id"], key), key
 
 
 def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
@@ -587,3 +700,80 @@ def test_a_root_only_file_bound_into_the_sandbox_stays_unreadable(tmp_path, secr
     assert outcome.output.splitlines()[0] == str(sandbox.sandbox_user("irscope-sandbox").uid)
     assert "Permission denied" in outcome.output and "rc=1" in outcome.output
     assert line not in outcome.output
+
+
+@pytest.mark.parametrize("path", ["/compile", "/import", "/compare", "/api/compile", "/api/comparisons",
+                                  "/api/imports", "/api/shortlinks"])
+def test_cross_site_posts_are_refused_on_every_route(tmp_path, path):
+    """A page of another site cannot make a visitor's browser post to irscope (its jobs would run
+    on the visitor's quota, and on an intranet install it would run code): the browser's own
+    Sec-Fetch-Site or Origin says where the post comes from, and every unsafe request from another
+    site is refused before any route runs; a post from irscope's own page, or from a client that is
+    not a browser, is not."""
+    app = make_app(tmp_path, languages="fake")
+    try:
+        client = app.test_client()
+        for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+                        {"Origin": "https://evil.example"}, {"Origin": "http://localhost:9999"}):
+            r = client.post(path, data={"language": "fake", "source": "x = 1"}, headers=headers)
+            assert r.status_code == 403, (path, headers, r.status_code)
+            assert "another site" in r.get_data(as_text=True)
+        assert app.extensions["irscope"].store.queued_count() == 0  # nothing was made
+        same = client.post("/api/compile", json={"language": "fake", "source": "x = 2"},
+                           headers={"Sec-Fetch-Site": "same-origin", "Origin": "http://localhost"})
+        assert same.status_code == 202
+        assert client.post("/api/compile", json={"language": "fake", "source": "x = 3"}).status_code == 202
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_only_trusted_host_names_are_answered(tmp_path):
+    """DNS rebinding: a page of evil.example whose name resolves to the server's address would read
+    irscope's answers; a Host that is not trusted gets 400 on every route, redirects included (the
+    IDE's /options used to redirect to the attacker's host)."""
+    app = make_app(tmp_path, languages="fake", trusted_hosts="localhost,irscope.lan")
+    try:
+        client = app.test_client()
+        for path in ("/", "/api/languages", "/options", "/examples"):
+            r = client.get(path, headers={"Host": "evil.example"})
+            assert r.status_code == 400 and "evil.example" not in r.headers.get("Location", ""), path
+        assert client.get("/api/languages", headers={"Host": "irscope.lan:8000"}).status_code == 200
+        assert make_app(tmp_path / "any", languages="fake", trusted_hosts="*").test_client().get(
+            "/api/languages", headers={"Host": "evil.example"}).status_code == 200
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_embed_is_only_for_job_permalink_and_comparison_pages(tmp_path):
+    """?embed=1 lets the pages of embed_frame_ancestors frame a page: a job's, a permalink's, a
+    comparison's (read-only). The editor and the import form are never framable."""
+    app = make_app(tmp_path, languages="fake")
+    try:
+        client = app.test_client()
+        job = compile_and_wait(client, "fake", "x = 1")
+        link = client.post("/api/shortlinks", json={"job": job["id"]}).get_json()["url"]
+        framable = {f"/j/{job['id']}?embed=1", f"{link}?embed=1"}
+        for path in framable | {"/?embed=1", "/import?embed=1", "/?language=fake&embed=1"}:
+            r = client.get(path)
+            assert r.status_code == 200, path
+            policy = r.headers["Content-Security-Policy"]
+            assert ("frame-ancestors *" in policy) == (path in framable), (path, policy)
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_behind_a_trusted_proxy_the_client_is_the_one_it_saw(tmp_path):
+    """With trusted_proxies=1 the per-client cap keys on the address the proxy saw; without, a
+    client cannot choose its address by sending X-Forwarded-For itself."""
+    from compiler.model import Request
+    for proxies, expected in ((1, "203.0.113.7"), (0, "127.0.0.1")):
+        app = make_app(tmp_path / str(proxies), languages="fake", trusted_proxies=proxies, max_jobs_per_client=1)
+        try:
+            svc = app.extensions["irscope"]
+            svc.store.create_job(f"held{proxies}", "k", Request("fake", "x = 0", {}), {}, client=expected)
+            r = app.test_client().post("/api/compile", json={"language": "fake", "source": "x = 1"},
+                                       headers={"X-Forwarded-For": "203.0.113.7"},
+                                       environ_base={"REMOTE_ADDR": "127.0.0.1"})
+            assert r.status_code == 429 and r.get_json()["error"]["kind"] == "ClientQueueFull", (proxies, r.get_json())
+        finally:
+            app.extensions["irscope"].runner.shutdown()

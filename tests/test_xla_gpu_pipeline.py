@@ -66,7 +66,7 @@ class Job:
         if store is not None:
             job = store.get_job(job_id)
             self.manifest = {"status": job.status, "timings": job.timings,
-                             "stages": [s.to_json() for s in job.stages]}
+                             "stages": [store.stage_text(job_id, s.key)[0].to_json() for s in job.stages]}
         else:
             self.directory = os.path.join(out, "bundle")
             with open(os.path.join(self.directory, "manifest.json"), encoding="utf-8") as f:
