@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from sqlalchemy.exc import OperationalError
+
 from compiler import formats, registry
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JobError, Manifest, Stage
@@ -189,6 +191,7 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     stored: set[str] = store.stage_keys(job.id)
     last_progress = [""]
     broken: list[str] = []  # the rule the job's output broke, if it broke one
+    full: list[str] = []  # the store could not take a stage: its disk is full
 
     def collect(final: bool = False) -> Manifest | None:
         if broken:
@@ -210,6 +213,13 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         except BundleRuleError as e:
             # A hostile or broken worker: stop it now and keep nothing more of what it wrote.
             broken.append(str(e))
+            proc.stop()
+            return None
+        except OperationalError as e:
+            if not _disk_full(e):
+                raise
+            # The store's disk is full: what is stored stays; the job stops with the reason.
+            full.append(str(e.orig)[:300])
             proc.stop()
             return None
         if manifest.progress != last_progress[0] and manifest.status == "running":
@@ -236,7 +246,10 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         manifest = collect(final=True) or Manifest(status="running")
     finally:
         reader.close()
-    if broken:
+    if full:
+        error = JobError(ErrorKind.StorageFull, f"the store's disk is full ({full[0]}): the stages stored so far "
+                                                "are kept, the rest of this job's were not stored")
+    elif broken:
         error = JobError(ErrorKind.ResultRuleError, f"the job's result bundle broke a rule of the runner: {broken[0]}. "
                                                     "The job was stopped and nothing of that file was stored.")
     else:
@@ -290,6 +303,12 @@ def _prepared(stage: Stage, text: str, config: RunnerConfig) -> str:
             except formats.FormatError as e:
                 stage.meta["runner"] = {"svg": f"not drawn: {e}"}
     return text
+
+
+def _disk_full(e: Exception) -> bool:
+    """Whether the store refused a write because its disk is full (SQLite's and PostgreSQL's words)."""
+    return any(words in str(e).lower() for words in ("database or disk is full", "no space left on device",
+                                                     "could not extend file"))
 
 
 def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:

@@ -66,13 +66,28 @@ def browser():
         chromium.close()
 
 
+# The pictures the README shows (docs/screenshots/<name>); the tests take others too.
+README_SHOTS = {"pytorch.png", "triton.png", "hlo.png", "ir-links.png", "guards.png", "memory.png", "gallery.png",
+                "compare.png", "lesson-dark.png"}
+
+
+class Shots:
+    """Where a screenshot goes: `shots / "name.png"`. A temporary directory; with
+    IRSCOPE_TEST_SCREENSHOTS=1, the README's pictures go to docs/screenshots (then commit them)."""
+
+    def __init__(self, scratch: Path):
+        self.scratch = scratch
+        self.readme = os.environ.get("IRSCOPE_TEST_SCREENSHOTS") == "1"
+
+    def __truediv__(self, name: str) -> Path:
+        if self.readme and name in README_SHOTS:
+            return Path(ROOT) / "docs" / "screenshots" / name
+        return self.scratch / name
+
+
 @pytest.fixture(scope="session")
-def shots(tmp_path_factory) -> Path:
-    """Where the screenshots go: a temporary directory, or the README's docs/screenshots when
-    IRSCOPE_TEST_SCREENSHOTS=1 (then commit what changed)."""
-    if os.environ.get("IRSCOPE_TEST_SCREENSHOTS") == "1":
-        return Path(ROOT) / "docs" / "screenshots"
-    return tmp_path_factory.mktemp("screenshots")
+def shots(tmp_path_factory) -> Shots:
+    return Shots(tmp_path_factory.mktemp("screenshots"))
 
 
 class Watched:

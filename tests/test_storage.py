@@ -175,3 +175,25 @@ def test_a_comparisons_status_poll_does_not_diff_its_sources(tmp_path, monkeypat
         assert calls == [("sources", body["a"], body["b"])]
     finally:
         app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_a_full_disk_while_a_job_stores_its_stages_keeps_what_was_stored_and_says_so(tmp_path, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+    app = make_app(tmp_path, languages="fake")
+    try:
+        store = app.extensions["irscope"].store
+        real = store.add_stage
+
+        def add_stage(job_id, position, stage, text):
+            if stage.key == "fake.lines":  # the disk fills up after the first stages
+                raise OperationalError("INSERT INTO stage_chunks", {}, Exception("database or disk is full"))
+            return real(job_id, position, stage, text)
+        monkeypatch.setattr(store, "add_stage", add_stage)
+        job = compile_and_wait(app.test_client(), "fake", "print('hello')\n")
+        assert job["status"] == "failed" and job["error"]["kind"] == "StorageFull", job["error"]
+        assert "the stages stored so far are kept" in job["error"]["message"]
+        assert {"source", "run.stdout"} <= {s["key"] for s in job["stages"]}
+        assert store.stage_text(job["id"], "run.stdout")[1] == "hello\n"
+    finally:
+        app.extensions["irscope"].runner.shutdown()
