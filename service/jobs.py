@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import secrets
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -73,6 +74,7 @@ class Jobs:
         self.runner = runner
         self.config = config
         self.live_queues = live_queues
+        self._creating = threading.Lock()
 
     def parse(self, payload: Any) -> Request:
         """A validated Request (options normalised) from the JSON body of POST /api/compile."""
@@ -136,11 +138,17 @@ class Jobs:
 
     def create(self, planned: Planned, client: str = "") -> tuple[Job, bool]:
         """The job for a planned request (the known one, if one answers it already), and whether
-        it was known. Creating does not check the caps: Admission does, before."""
+        it was known. Creating does not check the caps: Admission does, before. The store is asked
+        again under this process's lock, so that a class pressing Compile on the same example at
+        the same moment makes one job, not thirty."""
         if planned.known is not None:
             return planned.known, True
-        job = self.store.create_job(secrets.token_hex(6), planned.key, planned.request, planned.toolchain,
-                                    client=client, queue=planned.queue, placement=planned.placement)
+        with self._creating:
+            known = self.store.find_reusable(planned.key, REUSED_KINDS) if self.config.reuse_results else None
+            if known is not None:
+                return known, True
+            job = self.store.create_job(secrets.token_hex(6), planned.key, planned.request, planned.toolchain,
+                                        client=client, queue=planned.queue, placement=planned.placement)
         self.runner.submit(job)
         return job, False
 

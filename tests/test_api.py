@@ -136,3 +136,25 @@ def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):
     assert stage.meta["truncated"] == {"bytes": 5000, "kept_bytes": 999, "kept_lines": 100}
     assert "stage limit (setting max_stage_kb)" in stage.meta["note"]
     assert stage.source_map == [[1, 1], [90, 2]]
+
+
+def test_a_class_compiling_the_same_example_at_once_makes_one_job(app):
+    """Thirty students press Compile on the same example in the same moment (each from an address
+    of their own): one job is made and every one of them is answered with it."""
+    import threading
+    source = "print('the same example for everyone')\n"
+    answers: list = [None] * 30
+    gate = threading.Barrier(30)
+
+    def student(n: int) -> None:
+        gate.wait()
+        answers[n] = app.test_client().post("/api/compile", json={"language": "fake", "source": source},
+                                            environ_base={"REMOTE_ADDR": f"10.0.0.{n + 1}"}).get_json()
+    threads = [threading.Thread(target=student, args=(n,)) for n in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({a["job"] for a in answers}) == 1, {a["job"] for a in answers}
+    assert sum(1 for a in answers if not a["cached"]) == 1
+    assert app.extensions["irscope"].store.counts()["jobs"] == 1

@@ -306,3 +306,16 @@ def test_the_fake_compiler_is_one_package_and_one_registry_line():
     importers = [m for m, path in ALL.items() if not m.startswith("compiler.fake")
                  and any(i.startswith("compiler.fake") for i in _imports(path, m))]
     assert importers == []
+
+
+def test_the_worker_tier_and_the_cli_run_without_the_web_app():
+    """`irscope worker`, `irscope compile` and `irscope gc` build the service without Flask: the
+    host policy lives in service/configure.py, not in app/."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "import irscope.cli, service.configure, service.worker_daemon, service.retention\n"
+            "print(sorted(m for m in sys.modules if m == 'flask' or m.startswith(('flask.', 'app'))))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
