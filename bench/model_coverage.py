@@ -56,7 +56,7 @@ def main() -> None:
     config = {"data_dir": tempfile.mkdtemp(prefix="irscope-coverage-"), "languages": "pytorch",
               "sandbox": "none" if args.insecure_no_sandbox else "bwrap", "workers": args.workers,
               "spare_workers": 0, "reuse_results": False, "max_queued_jobs": len(files) * len(targets) + 1,
-              "rate_limit": "", "warm_toolchain_cache": False}
+              "rate_limit": "", "max_jobs_per_client": 0, "warm_toolchain_cache": False}
     app = create_app(config)
     svc = app.extensions["irscope"]
     if svc.refusal:

@@ -5,8 +5,10 @@ does not bind a root-mapped user), so the limits that must hold for a whole job 
 processes, how much memory, how much CPU at once - live in a cgroup that every process of the
 job is born into.
 
-Job cgroups are made under the server's own cgroup (`<own>/irscope/<id>`), so a job is still
-counted in whatever limits the server itself runs under. On v1 each controller has its own
+Job cgroups are made under the server's own cgroup (`<own>/irscope/<server pid>-<id>`), so a job
+is still counted in whatever limits the server itself runs under, and a server starting can tell
+the cgroups a dead one left (`release_stale`): it was killed before it could remove them, and what
+still runs in them (a sandbox that outlived it) is killed. On v1 each controller has its own
 hierarchy; on v2 the controllers must be enabled in `cgroup.subtree_control` of every cgroup above
 the job's, which the kernel refuses while the server's cgroup holds processes (the "no internal
 processes" rule); the server then moves itself into a leaf `<own>/irscope-server` first.
@@ -139,7 +141,7 @@ class JobCgroup:
         self.limits = limits
         self.dirs: dict[str, str] = {}
         self.errors: dict[str, str] = {}
-        name = uuid.uuid4().hex[:12]
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         owns = own_dirs()
         made: dict[str, str] = {}  # directory -> version, made once for all controllers in it
         for controller in controllers:
@@ -228,36 +230,76 @@ class JobCgroup:
         return total
 
     def pids(self) -> list[int]:
-        for path in dict.fromkeys(self.dirs.values()):
-            try:
-                return [int(p) for p in _read(os.path.join(path, "cgroup.procs")).split()]
-            except OSError:
-                continue
-        return []
+        return _procs(list(dict.fromkeys(self.dirs.values())))
 
     def kill_all(self) -> None:
-        for path in dict.fromkeys(self.dirs.values()):
-            kill_file = os.path.join(path, "cgroup.kill")
-            if os.path.exists(kill_file):
-                try:
-                    _write(kill_file, "1")
-                except OSError:
-                    pass
-        for _ in range(40):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
+        _kill_all(list(dict.fromkeys(self.dirs.values())))
 
     def remove(self) -> None:
         self.kill_all()
         for path in dict.fromkeys(self.dirs.values()):
             _rmdir(path)
+
+
+def _procs(paths: list[str]) -> list[int]:
+    for path in paths:
+        try:
+            return [int(p) for p in _read(os.path.join(path, "cgroup.procs")).split()]
+        except OSError:
+            continue
+    return []
+
+
+def _kill_all(paths: list[str]) -> None:
+    """Kill every process in the cgroup whose directories (one per hierarchy) are `paths`."""
+    for path in paths:
+        kill_file = os.path.join(path, "cgroup.kill")
+        if os.path.exists(kill_file):
+            try:
+                _write(kill_file, "1")
+            except OSError:
+                pass
+    for _ in range(40):
+        pids = _procs(paths)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_stale() -> list[str]:
+    """Kill what runs in, and remove, the job cgroups of server processes that are gone (named
+    `<pid>-<id>`, see the module's doc); returns their names. Another live server's are kept."""
+    stale: dict[str, list[str]] = {}
+    for own, _ in own_dirs().values():
+        parent = os.path.join(own, "irscope")
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            pid, _, rest = name.partition("-")
+            if pid.isdigit() and rest and not _alive(int(pid)) and os.path.isdir(os.path.join(parent, name)):
+                stale.setdefault(name, []).append(os.path.join(parent, name))
+    for paths in stale.values():
+        _kill_all(paths)
+        for path in paths:
+            _rmdir(path)
+    return sorted(stale)
 
 
 def _rmdir(path: str) -> None:

@@ -22,8 +22,8 @@ from sqlalchemy.exc import OperationalError
 from compiler import formats, registry
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JobError, Manifest, Stage
+from service import cgroups, job_process, sandbox
 from service import job_dir as job_dirs
-from service import job_process, sandbox
 from service.bundle_reader import BundleReader, BundleRuleError
 from service.job_process import PROJECT_ROOT, RunnerConfig
 from service.spares import Spares
@@ -71,7 +71,13 @@ class LocalRunner:
 
     def start_background(self, languages: list[str], warm: bool) -> None:
         """In the background, on a thread of its own (not one of the pool's job slots): build each
-        language's toolchain cache (if `warm`), then start the spares, so that they see the cache."""
+        language's toolchain cache (if `warm`), then start the spares, so that they see the cache.
+        First, what a server process killed before its shutdown left: its job cgroups (and any
+        sandbox still running in one) and its spares' directories."""
+        stale = cgroups.release_stale()
+        if stale:
+            log.warning("removed %d job cgroups of server processes that are gone (and killed what ran in them)",
+                        len(stale))
         if self.config.spare_workers > 0:
             self.spares.release_stale()
         if warm:
