@@ -145,8 +145,9 @@ def attack(base: str, stop: threading.Event, report: dict) -> list[threading.Thr
             report[name] = f"refused {status}"
             return
         job = wait_done(client, body["job"])
-        error = job.get("error") or {}
-        report[name] = f"{job['status']}: {error.get('kind', '-')}: {error.get('message', '')[:140]}"
+        error = job.get("error")
+        report[name] = (f"{job['status']}: {error.get('kind')}: {error.get('message', '')[:140]}" if error else
+                        f"{job['status']}, {len(job.get('stages') or [])} stages kept, the server answering meanwhile")
 
     def uploads() -> None:
         client = Client(base, "203.0.113.4")

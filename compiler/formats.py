@@ -242,6 +242,33 @@ class GuardsExplained(Record):
     source: str = ""  # the trace entries it was read from
 
 
+# --- resources: every GPU kernel of a job and what it uses (Triton, Inductor, ... pipelines) ------
+
+class KernelResource(Record):
+    kernel: str  # the kernel's qualifier, as its stages name it
+    stage: str  # the kernel's metadata stage
+    target: str  # "cuda:sm_90", "hip:gfx942"
+    num_warps: int | None = None
+    num_stages: int | None = None
+    config: dict[str, Any] = {}  # the constexprs it was compiled for (block sizes, ...)
+    registers: int | None = None  # per thread (NVIDIA: the cubin's REG; AMD: VGPRs)
+    spill_stores_bytes: int | None = None
+    spill_loads_bytes: int | None = None
+    stack_bytes: int | None = None  # the stack frame ptxas reports
+    local_bytes: int | None = None  # the cubin's LOCAL (AMD: private segment, scratch)
+    static_shared_bytes: int | None = None  # the cubin's SHARED (AMD: LDS)
+    dynamic_shared_bytes: int | None = None  # the shared memory Triton asks for at launch
+    sgprs: int | None = None  # AMD only
+    spills: bool = False
+    occupancy: dict[str, Any] = {}  # compiler/targets/occupancy.py: blocks and warps per SM, limits, model
+    source: str = ""  # where the numbers come from
+
+
+class KernelResources(Record):
+    kernels: list[KernelResource]
+    note: str = ""
+
+
 # --- ir_locations: per artifact line, the compiler's own locations (stage meta, not a format) ----
 #
 # IR stages (TTIR, TTGIR, LLVM IR, PTX, SASS) carry, besides their source map to the user's lines,
@@ -565,6 +592,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            schema=MemoryTimeline),
     Format("guards", "Dynamo's guards of one compiled frame by kind, and the failed guard of each earlier "
                      "compile when it is a recompile.", schema=GuardsExplained),
+    Format("resources", "Every GPU kernel of a job: registers, spills, shared and local memory, and the "
+                        "theoretical occupancy on its target.", schema=KernelResources),
 )}
 
 

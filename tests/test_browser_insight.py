@@ -48,6 +48,21 @@ def lit(page, pane: str) -> list[dict]:
         text: e.querySelector('.tx').textContent.trim(), src: e.dataset.src || null, line: e.dataset.line}))""")
 
 
+def test_the_kernel_resources_table_shows_each_kernel_and_opens_its_metadata(watched):
+    page = watched.page
+    job_id = compile_in_page(page, "triton")
+    open_stage(page, "kernels.resources")
+    table = json.loads(raw_stage(page, job_id, "kernels.resources")["text"])
+    assert page.locator("#pane .resources-table tbody tr").count() == len(table["kernels"]) >= 1
+    first = table["kernels"][0]
+    row = page.locator(f'#pane .resources-table tr[data-kernel="{first["kernel"]}"]')
+    assert row.locator(".registers").inner_text().strip() == str(first["registers"])
+    assert f'{first["occupancy"]["percent"]} %' in row.locator(".occupancy").inner_text()
+    row.locator("a").first.click()  # the kernel's name opens its metadata, as a lesson's link does
+    page.wait_for_selector(f'#pane .artifact[data-key="{first["stage"]}"]')
+    assert f'"registers": {first["registers"]}' in page.inner_text("#pane .artifact-body")
+
+
 def test_hovering_a_ttgir_line_lights_the_ptx_it_became(watched, shots):
     page = watched.page
     job_id = compile_in_page(page, "triton")

@@ -209,6 +209,23 @@ def test_transformer_block_with_device_side_masks_reaches_ptx_and_sass(results, 
     assert {k for node in estimates["nodes"] for k in node["kernels"]} & set(kernels)
 
 
+def test_every_inductor_kernel_config_has_its_resources(results):
+    """kernels.resources of an Inductor job: every config of every kernel (forward and backward),
+    with the cubin's registers and its theoretical occupancy on the virtual target."""
+    for name in COMPILES:
+        r = results[name]
+        table = json.loads(r.text("kernels.resources"))
+        metadata = sorted(k for k in r.stages if k.startswith("triton.metadata:"))
+        assert len(metadata) >= 3 and sorted(row["stage"] for row in table["kernels"]) == metadata, name
+        assert r.stages["kernels.resources"]["group"] == "Kernels"
+        for row in table["kernels"]:
+            meta = json.loads(r.text(row["stage"]))
+            assert row["registers"] == meta["cubin_resource_usage"]["REG"] > 0, row
+            assert row["target"] == COMPILES[name][1]["target"] and row["num_warps"] == meta["num_warps"]
+            occ = row["occupancy"]
+            assert occ["warps_per_sm"] == occ["blocks_per_sm"] * row["num_warps"] > 0 and occ["limited_by"]
+
+
 def test_targets_differ_where_the_hardware_does(results):
     """Same model, three architectures: the PTX targets differ and sm_90's heuristics see its own
     device properties (Inductor reads the SM count into the wrapper's grid sizes where it uses it)."""

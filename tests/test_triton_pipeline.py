@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -104,6 +105,20 @@ def bad(x_ptr):
 bad[(1,)](torch.empty(128, device="cuda"))
 '''
 
+# The same matmul twice: as ptxas allocates it (168 registers on sm_90), and held to 96 registers
+# with Triton's `maxnreg`, so ptxas spills the accumulator to local memory.
+SPILLS = ("import torch\nimport triton\nimport triton.language as tl\n\n\n"
+          + KERNELS[KERNELS.index("@triton.jit\ndef matmul_kernel"):KERNELS.index("\n\nx = torch.randn")] + '''
+
+
+a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+args = (a, b, c, 256, 256, 128, *a.stride(), *b.stride(), *c.stride())
+matmul_kernel[(2, 2)](*args, BM=128, BN=128, BK=32)
+matmul_kernel[(2, 2)](*args, BM=128, BN=128, BK=32, maxnreg=96)
+''')
+
 TARGETS = ("cuda:sm_80", "cuda:sm_90", "hip:gfx942")
 
 
@@ -115,13 +130,14 @@ def _line(source: str, needle: str, nth: int = 0) -> int:
 def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
+    from compiler import registry
     from compiler.model import Request
     from compiler.pipeline import Bundle, JobContext, UserError
-    from compiler.triton.pipeline import TritonPipeline
     workdir = os.path.join(out, "work")
     os.makedirs(workdir, exist_ok=True)
-    pipeline = TritonPipeline()
-    request = Request("triton", source, pipeline.normalise_options({"target": target}))
+    language = "gluon" if "@gluon.jit" in source else "triton"
+    pipeline = registry.get(language)
+    request = Request(language, source, pipeline.normalise_options({"target": target}))
     os.environ.update(pipeline.environment(request, workdir))
     bundle = Bundle(os.path.join(out, "bundle"))
     error = None
@@ -156,6 +172,12 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", READS_VALUES, os.path.join(base, "reads_values")))
     plan.append(("cuda:sm_100", KERNELS, os.path.join(base, "sm_100")))
     plan.append(("cuda:sm_90", COMPILE_ERROR, os.path.join(base, "compile_error")))
+    plan.append(("cuda:sm_90", SPILLS, os.path.join(base, "spills")))
+    # Gluon's own example, as the `gluon` language offers it: a row softmax whose layout is written
+    # out for 32-thread warps, so on gfx942 (64-thread wavefronts) the layout is wrong
+    from compiler.triton.pipeline import GLUON_EXAMPLE as gluon
+    plan.append(("cuda:sm_90", gluon, os.path.join(base, "gluon")))
+    plan.append(("hip:gfx942", gluon, os.path.join(base, "gluon_layout_error")))
     return plan
 
 
@@ -177,9 +199,10 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     from tests.conftest import take_background
     plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
-    result["reads_values"] = Job(plan[-3][2])
-    result["cuda:sm_100"] = Job(plan[-2][2])
-    result["compile_error"] = Job(plan[-1][2])
+    directories = {os.path.basename(out): out for _, _, out in plan}
+    for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error"):
+        result[name] = Job(directories[name])
+    result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
 
 
@@ -331,6 +354,92 @@ def test_metadata_and_launches(jobs):
     target = job.manifest["timings"]["target"]
     assert target["name"] == "cuda:sm_90" and target["virtual"] and not target["executed"]
     assert "kernels" not in job.manifest["timings"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_kernel_has_a_row_of_resources_with_its_occupancy(jobs, target):
+    """kernels.resources: one row per compiled kernel, its numbers the kernel's own (the cubin's REG
+    and SHARED, or the AMDGCN listing's VGPRs, SGPRs and LLVM's occupancy), and its theoretical
+    occupancy on the target."""
+    job = jobs[target]
+    table = json.loads(job.text("kernels.resources"))
+    assert sorted(r["stage"] for r in table["kernels"]) == sorted(k for k in job.stages
+                                                                  if k.startswith("triton.metadata:"))
+    for row in table["kernels"]:
+        meta = json.loads(job.text(row["stage"]))
+        assert row["registers"] == meta["registers"] > 0 and row["num_warps"] == meta["num_warps"]
+        assert row["target"] == target and meta["occupancy"] == row["occupancy"]
+        occ = row["occupancy"]
+        assert 0 < occ["percent"] <= 100
+        if target.startswith("cuda"):
+            assert row["registers"] == meta["cubin_resource_usage"]["REG"]
+            assert row["static_shared_bytes"] == meta["cubin_resource_usage"]["SHARED"]
+            assert row["dynamic_shared_bytes"] == meta["shared_memory_bytes"]
+            assert occ["warps_per_sm"] == occ["blocks_per_sm"] * row["num_warps"] and occ["limited_by"]
+            assert occ["model"].startswith("theoretical, the CUDA Occupancy Calculator's model")
+        else:
+            kernel = row["kernel"]
+            listing = job.text(f"triton.amdgcn:{kernel}")
+            assert occ["waves_per_simd"] == int(re.search(r";\s*Occupancy:\s+(\d+)", listing).group(1))
+            assert row["sgprs"] == int(re.search(r"\.sgpr_count:\s+(\d+)", listing).group(1))
+    matmul = next(r for r in table["kernels"] if r["kernel"] == "matmul_kernel")
+    assert matmul["config"] == {"BM": 128, "BN": 128, "BK": 32, "sak": 1, "sbn": 1, "scn": 1}
+    assert not any(r["spills"] for r in table["kernels"]) and job.stages["kernels.resources"]["meta"]["spilling"] == []
+
+
+def test_a_kernel_held_to_fewer_registers_spills_and_is_flagged(jobs):
+    """The matmul compiled twice: as ptxas allocates it, and with `maxnreg=96`. The second spills
+    (ptxas's own figures), is flagged in the table, and fits more blocks until shared memory limits."""
+    import viewers
+    job = jobs["spills"]
+    assert job.error is None, job.error
+    rows = {r["kernel"]: r for r in json.loads(job.text("kernels.resources"))["kernels"]}
+    free, held = rows["matmul_kernel.0"], rows["matmul_kernel.1"]
+    assert held["config"]["maxnreg"] == 96 and "maxnreg" not in free["config"]
+    assert held["registers"] <= 96 < free["registers"]
+    log = json.loads(job.text(held["stage"]))["ptxas_log"]
+    assert held["spill_stores_bytes"] > 0 and f"{held['spill_stores_bytes']} bytes spill stores" in log
+    assert f"{held['spill_loads_bytes']} bytes spill loads" in log
+    assert held["spills"] and not free["spills"]
+    assert job.stages["kernels.resources"]["meta"]["spilling"] == ["matmul_kernel.1"]
+    assert free["occupancy"]["limited_by"] == ["registers"]
+    assert held["occupancy"]["blocks_per_sm"] > free["occupancy"]["blocks_per_sm"]
+    assert held["occupancy"]["limited_by"] == ["shared memory"]
+    html = viewers.render("resources", job.text("kernels.resources"), job.stages["kernels.resources"]["meta"])
+    assert '<tr class="kernel spills" data-kernel="matmul_kernel.1"><td><a href="#stage=triton.metadata%3A' \
+           'matmul_kernel.1">matmul_kernel.1</a> <span class="badge spill-flag"' in html
+    assert '<tr class="kernel" data-kernel="matmul_kernel.0">' in html and "<b>1 spill</b>" in html
+
+
+def test_a_gluon_kernel_keeps_its_written_layout_down_to_sass(jobs):
+    """The `gluon` language's example on a virtual sm_90: TTGIR (no TTIR: Gluon starts there) with
+    the layout the source writes out, its ops mapped to the user's lines, PTX for sm_90a, SASS and
+    the kernel's resources."""
+    from compiler.triton.pipeline import GLUON_EXAMPLE as EXAMPLE
+    job = jobs["gluon"]
+    assert job.error is None, job.error
+    assert "triton.ttir:softmax_kernel" not in job.stages
+    ttgir = job.text("triton.ttgir:softmax_kernel")
+    assert ("#blocked = #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], "
+            "order = [0]}>") in ttgir
+    assert "tensor<1024xf32, #blocked>" in ttgir and '"ttg.num-warps" = 4' in ttgir
+    lines = job.mapped_lines("triton.ttgir:softmax_kernel")
+    assert {_line(EXAMPLE, "gl.arange("), _line(EXAMPLE, "gl.max("), _line(EXAMPLE, "gl.exp(")} <= lines
+    assert ".target sm_90a" in job.text("triton.ptx:softmax_kernel")
+    assert "EXIT" in job.text("triton.sass:softmax_kernel")
+    row = json.loads(job.text("kernels.resources"))["kernels"][0]
+    assert row["kernel"] == "softmax_kernel" and row["num_warps"] == 4 and row["registers"] > 0
+    assert row["occupancy"]["percent"] > 0
+
+
+def test_a_gluon_layout_the_target_cannot_take_is_an_error_naming_the_line(jobs):
+    """32-thread warps written into the layout, compiled for gfx942's 64-thread wavefronts: Triton's
+    verifier says why (MLIR prints it; the job's error carries it) at the user's line."""
+    from compiler.triton.pipeline import GLUON_EXAMPLE as EXAMPLE
+    error = jobs["gluon_layout_error"].error
+    assert error["kind"] == "CompileError" and error["line"] == _line(EXAMPLE, "gl.max(")
+    assert "Layout has 32 threads per warp, but the module specifies 64 threads per warp." in error["message"]
+    assert "has an invalid layout: #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32]" in error["message"]
 
 
 def test_reading_values_on_a_virtual_target_names_the_line(jobs):

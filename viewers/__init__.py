@@ -10,7 +10,7 @@ from typing import Any, Callable
 from markupsafe import escape
 
 from compiler import formats
-from viewers import code, graph, guards, memory, mesh, profile, timeline
+from viewers import code, graph, guards, memory, mesh, profile, resources, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
 
@@ -28,6 +28,7 @@ _DRAWN: dict[str, Viewer] = {
     "timeline": timeline.render,
     "profile": profile.render,
     "guards": guards.render,
+    "resources": resources.render,
 }
 
 VIEWERS: dict[str, Viewer] = {

@@ -99,7 +99,7 @@ def import_tritonparse(ctx: JobContext, root: str, files: list[str]) -> dict[str
     kernel's (kernel_stages), source maps pointing into the kernel's own source."""
     from compiler.imports.tritonparse import looks_like_tritonparse, read_events
     from compiler.triton.capture import qualifiers
-    from compiler.triton.kernel_stages import write_kernel_stages
+    from compiler.triton.kernel_stages import write_kernel_stages, write_resource_table
     traces = [f for f in files if looks_like_tritonparse(_first_line(os.path.join(root, f)))]
     if not traces:
         raise UserError(ErrorKind.InputError, "no TritonParse trace in the upload: a trace is one JSON event per line "
@@ -115,16 +115,19 @@ def import_tritonparse(ctx: JobContext, root: str, files: list[str]) -> dict[str
     if not compilations:
         raise UserError(ErrorKind.InputError, "the TritonParse trace holds no compilation event")
     records = [r for r, _ in compilations]
+    rows = []
     for record, qualifier in zip(records, qualifiers(records)):
         first = record.def_line
         ctx.bundle.progress(f"writing stages of {qualifier}")
-        write_kernel_stages(ctx.bundle, record, qualifier, ctx.workdir, record.source_file,
+        rows.append(write_kernel_stages(ctx.bundle, record, qualifier, ctx.workdir, record.source_file,
                             python_source=(record.source, first) if record.source else None,
                             map_to_user=lambda line, first=first: line - first + 1 if line >= first else None,
                             extra_meta={"imported": True, "source_map_into": f"triton.source:{qualifier}",
                                         "note": "imported from a TritonParse trace: source maps point into the "
                                                 "kernel's source (triton.source); no SASS (the trace names the "
-                                                "cubin on the machine that made it)"})
+                                                "cubin on the machine that made it)"}))
+    write_resource_table(ctx.bundle, rows, "Triton", note="from the trace's metadata: a trace without the cubin "
+                                                          "or ptxas's log has no register or spill counts")
     if launches:
         ctx.bundle.add("triton.launches", "Launches", "Run", "json", launches, meta={"count": len(launches)})
     versions = sorted({str(r.metadata.get("triton_version")) for r in records if r.metadata.get("triton_version")})

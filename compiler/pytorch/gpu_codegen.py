@@ -61,14 +61,18 @@ def write_kernel_stages(bundle: Bundle, records: list[Any], workdir: str, gpu: G
     loaded its generated modules (every autotune config of every kernel, forward and backward)."""
     from compiler.triton.capture import qualifiers
     from compiler.triton.kernel_stages import write_kernel_stages as write_stages
+    from compiler.triton.kernel_stages import write_resource_table
+    rows = []
     for record, qualifier in zip(records, qualifiers(records, always_number=True)):
         bundle.progress(f"writing stages of {qualifier}")
         source = _read(record.source_file)
-        write_stages(bundle, record, qualifier, workdir, record.source_file,
-                     python_source=(source, 1) if source else None,
-                     extra_meta={"virtual": True, "executed": False, "device": gpu.product,
-                                 "source_map_into": f"triton.source:{qualifier}", "note": SOURCE_MAP_NOTE},
-                     group="Kernels")
+        rows.append(write_stages(bundle, record, qualifier, workdir, record.source_file,
+                                 python_source=(source, 1) if source else None,
+                                 extra_meta={"virtual": True, "executed": False, "device": gpu.product,
+                                             "source_map_into": f"triton.source:{qualifier}",
+                                             "note": SOURCE_MAP_NOTE},
+                                 group="Kernels"))
+    write_resource_table(bundle, rows, "Kernels", note="every autotune config Inductor compiled is a row of its own")
 
 
 def _read(path: str) -> str:

@@ -167,6 +167,41 @@ def _stderr_to(path: str) -> Iterator[list[bool]]:
             sys.stderr.write("".join(leftover[-200:]))
 
 
+@contextlib.contextmanager
+def diagnostics_kept(path: str) -> Iterator[None]:
+    """Keep what is printed on file descriptor 2 meanwhile in `path` (MLIR prints its verifier's
+    diagnostics there, not into the Python exception: "...: error: ... has an invalid layout"), and
+    copy it back to stderr afterwards, so the worker's log still has it."""
+    sys.stderr.flush()
+    saved_fd = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            sys.stderr.write(f.read()[-(1 << 20):])
+        sys.stderr.flush()
+
+
+def first_mlir_error(path: str, max_lines: int = 6) -> str:
+    """The first MLIR diagnostic of severity error in the file `diagnostics_kept` wrote (its line
+    and the notes after it), or ""."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 20).splitlines()
+    except OSError:
+        return ""
+    for i, line in enumerate(lines):
+        if ": error: " in line:
+            return "\n".join(lines[i:i + max_lines]).strip()
+    return ""
+
+
 def _path_name(path: Any, names: list[str]) -> str:
     if isinstance(path, tuple) and path and isinstance(path[0], int) and path[0] < len(names):
         return ".".join([names[path[0]], *map(str, path[1:])])

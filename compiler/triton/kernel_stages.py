@@ -13,6 +13,7 @@ import msgspec
 from compiler import formats, mlir_passes, mlir_text
 from compiler.nvidia_tools import cubin_resource_usage, disassemble_sass
 from compiler.pipeline import Bundle
+from compiler.targets import occupancy
 from compiler.triton import gpu_lines
 from compiler.triton.capture import MLIR_STAGES, CompiledRecord
 
@@ -44,8 +45,9 @@ def parse_amdgcn_usage(asm: str) -> dict[str, int]:
 def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, workdir: str,
                         source_map_file: str, python_source: tuple[str, int] | None = None,
                         map_to_user: Callable[[int], int | None] | None = None,
-                        extra_meta: dict[str, Any] | None = None, group: str = "Triton") -> None:
-    """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`.
+                        extra_meta: dict[str, Any] | None = None, group: str = "Triton") -> formats.KernelResource:
+    """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`; returns
+    the kernel's row of the job's resource table (`write_resource_table`).
 
     `source_map_file` is the file the compiler's locations must name for a line to be mapped.
     `python_source` is (text, first line in that file) for `triton.source`. `map_to_user` turns a
@@ -145,7 +147,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     metadata = {
         "kernel": record.name, "target": base_meta["target"], "hash": record.hash,
         "num_warps": md.get("num_warps"), "num_stages": md.get("num_stages"), "num_ctas": md.get("num_ctas"),
-        "warp_size": md.get("warp_size"),
+        "warp_size": md.get("warp_size"), "maxnreg": md.get("maxnreg"),
         # Triton's dynamic shared-memory request at launch; cuobjdump's SHARED below is the cubin's
         # static shared memory (on sm_90+ it includes the 1 KiB the driver reserves)
         "shared_memory_bytes": md.get("shared"),
@@ -164,9 +166,62 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     if isinstance(amdgcn, str):
         metadata["amdgcn_usage"] = parse_amdgcn_usage(amdgcn)
         metadata["registers"] = metadata["amdgcn_usage"].get("vgpr_count")
+    row = resource_row(record, qualifier, metadata, f"triton.metadata:{qualifier}")
+    if row.occupancy:
+        metadata["occupancy"] = row.occupancy
     metadata.update({k: v for k, v in (extra_meta or {}).items() if k not in metadata})
     bundle.add(f"triton.metadata:{qualifier}", f"Metadata {qualifier}", group, "json",
-               metadata, meta=base_meta)
+               metadata, meta={**base_meta, "spills": row.spills})
+    return row
+
+
+def resource_row(record: CompiledRecord, qualifier: str, metadata: dict[str, Any],
+                 stage: str) -> formats.KernelResource:
+    """What one compiled kernel uses, from the compiler's own outputs (the cubin's resource usage,
+    ptxas -v, Triton's metadata, the AMDGCN listing's metadata), and its theoretical occupancy."""
+    target = metadata["target"]
+    warps = metadata.get("num_warps")
+    dynamic = metadata.get("shared_memory_bytes")
+    config = {k: v for k, v in (record.constants or {}).items() if isinstance(v, (int, float, str, bool))}
+    if metadata.get("maxnreg"):
+        config["maxnreg"] = metadata["maxnreg"]
+    common = {"kernel": qualifier, "stage": stage, "target": target, "num_warps": warps,
+              "num_stages": metadata.get("num_stages"), "config": config, "dynamic_shared_bytes": dynamic}
+    amd = metadata.get("amdgcn_usage")
+    if amd is not None:
+        spills = bool(amd.get("vgpr_spill_count") or amd.get("sgpr_spill_count"))
+        arch = target.split(":", 1)[1]
+        return formats.KernelResource(
+            **common, registers=amd.get("vgpr_count"), sgprs=amd.get("sgpr_count"),
+            local_bytes=amd.get("private_segment_bytes"), static_shared_bytes=amd.get("lds_bytes"), spills=spills,
+            occupancy=occupancy.amd(arch, amd.get("occupancy_waves")) or {},
+            source="the AMDGCN listing's kernel metadata (.vgpr_count, .sgpr_count, spill counts, "
+                   ".private_segment_fixed_size, .group_segment_fixed_size) and LLVM's '; Occupancy:'")
+    usage, ptxas = metadata.get("cubin_resource_usage") or {}, metadata.get("ptxas") or {}
+    registers = metadata.get("registers")
+    stores, loads = metadata.get("spill_stores_bytes"), metadata.get("spill_loads_bytes")
+    static = usage.get("SHARED", ptxas.get("shared_bytes_static"))
+    occ = {}
+    if target.startswith("cuda:sm_") and registers is not None and warps:
+        arch = int(re.sub(r"\D", "", target.split("_", 1)[1]) or 0)
+        occ = occupancy.nvidia(arch, int(warps), int(registers), int(static or 0) + int(dynamic or 0),
+                               int(metadata.get("warp_size") or 32)) or {}
+    return formats.KernelResource(
+        **common, registers=registers, spill_stores_bytes=stores, spill_loads_bytes=loads,
+        stack_bytes=usage.get("STACK", ptxas.get("stack_frame_bytes")), local_bytes=usage.get("LOCAL"),
+        static_shared_bytes=static, spills=bool(stores or loads), occupancy=occ,
+        source="cuobjdump --dump-resource-usage of the cubin (REG, SHARED, LOCAL, STACK), ptxas -v (spills), "
+               "Triton's metadata (num_warps, the dynamic shared memory of the launch)")
+
+
+def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], group: str, note: str = "") -> None:
+    """`kernels.resources`: one row per compiled kernel (each config its own), spilling ones flagged."""
+    if not rows:
+        return
+    spilling = [r.kernel for r in rows if r.spills]
+    bundle.add("kernels.resources", "Kernel resources", group, "resources",
+               formats.KernelResources(kernels=rows, note=note),
+               meta={"count": len(rows), "spilling": spilling})
 
 
 class _IrLinks:

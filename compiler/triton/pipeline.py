@@ -9,6 +9,12 @@ device that matches the target, the program runs for real and each launch is tim
 Every compilation is captured from Triton itself (compiler/triton/capture.py) and written as
 stages by compiler/triton/kernel_stages.py; launches are recorded by compiler/triton/launches.py.
 
+The `gluon` language (GluonPipeline, below) is Triton's lower-level kernel language
+(`triton.experimental.gluon`): `@gluon.jit` kernels whose layouts the author writes out
+(`gl.BlockedLayout`, slices, shared layouts). A Gluon kernel enters Triton's compiler at TTGIR
+(no TTIR: the layouts are the user's) and is compiled, captured and launched by the same machinery
+as a `@triton.jit` one, so it is this pipeline with its own example, markers and spare imports.
+
 Stage keys, per compiled kernel: `triton.<stage>:<kernel>`; a kernel compiled more than once (other
 argument specialisations, autotune configs) gets `:<kernel>.<n>`, n counting compilations from 0.
 """
@@ -23,8 +29,8 @@ from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target
-from compiler.triton.capture import KernelCapture, qualifiers
-from compiler.triton.kernel_stages import write_kernel_stages
+from compiler.triton.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
+from compiler.triton.kernel_stages import write_kernel_stages, write_resource_table
 from compiler.triton.launches import LaunchRecorder
 
 SOURCE_NAME = "kernels.py"
@@ -49,6 +55,32 @@ def softmax_kernel(out_ptr, in_ptr, row_stride, n_cols, BLOCK: tl.constexpr):
 x = torch.randn(4096, 781, device="cuda")
 out = torch.empty_like(x)
 softmax_kernel[(x.shape[0],)](out, x, x.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+print(out.shape)
+'''
+
+GLUON_EXAMPLE = '''\
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def softmax_kernel(out_ptr, in_ptr, row_stride, n_cols, BLOCK: gl.constexpr):
+    # the layout is written out: each thread holds 4 neighbouring columns, a warp 128, the 4 warps 512
+    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[4], threads_per_warp=[32], warps_per_cta=[4],
+                                            order=[0])
+    row = gl.program_id(0)
+    offs = gl.arange(0, BLOCK, layout=layout)
+    mask = offs < n_cols
+    x = gl.load(in_ptr + row * row_stride + offs, mask=mask, other=-float("inf"))
+    x = x - gl.max(x, axis=0)
+    num = gl.exp(x)
+    gl.store(out_ptr + row * row_stride + offs, num / gl.sum(num, axis=0), mask=mask)
+
+
+x = torch.randn(4096, 781, device="cuda")
+out = torch.empty_like(x)
+softmax_kernel[(x.shape[0],)](out, x, x.stride(0), x.shape[1], BLOCK=1024, num_warps=4)
 print(out.shape)
 '''
 
@@ -127,6 +159,7 @@ class TritonPipeline(Pipeline):
                 warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
             stack.enter_context(capture.installed())
             stack.enter_context(recorder.installed())
+            stack.enter_context(diagnostics_kept(self._diagnostics_file(workdir)))
             try:
                 with user_code.captured_stdout(sink):
                     import runpy
@@ -161,7 +194,11 @@ class TritonPipeline(Pipeline):
         while current is not None:
             if isinstance(current, CompilationError):
                 line = self._compile_error_line(current, path)
-                return UserError(ErrorKind.CompileError, f"line {line}: {current}" if line else str(current), line)
+                message = f"line {line}: {current}" if line else str(current)
+                if not current.error_message:  # the reason is MLIR's diagnostic, printed, not raised
+                    diagnostic = first_mlir_error(self._diagnostics_file(ctx.workdir))
+                    message += f"\n{diagnostic}" if diagnostic else ""
+                return UserError(ErrorKind.CompileError, message, line)
             current = current.__cause__ or current.__context__
         error = user_code.user_error(exc, path, ctx.settings)
         message = f"{type(exc).__name__}: {exc}"
@@ -171,6 +208,10 @@ class TritonPipeline(Pipeline):
                               "shapes and dtypes only, no values; nothing ran, so results cannot be read or "
                               "printed. Kernels compiled before this line are shown.)", error.error.line)
         return error
+
+    @staticmethod
+    def _diagnostics_file(workdir: str) -> str:
+        return os.path.join(workdir, "stderr-while-running.txt")
 
     def _compile_error_line(self, error: Any, path: str) -> int | None:
         node_line = getattr(getattr(error, "node", None), "lineno", None)
@@ -192,12 +233,14 @@ class TritonPipeline(Pipeline):
         records = capture.ordered()
         names = qualifiers(records)
         by_hash = {r.hash: q for r, q in zip(records, names)}
+        rows = []
         for record, qualifier in zip(records, names):
             bundle.progress(f"writing stages of {qualifier}")
             source = (record.source, record.def_line) if record.source_file == path else None
-            write_kernel_stages(bundle, record, qualifier, workdir, path, python_source=source,
-                                extra_meta={"virtual": target_info["virtual"],
-                                            "executed": not target_info["virtual"]})
+            rows.append(write_kernel_stages(bundle, record, qualifier, workdir, path, python_source=source,
+                                            extra_meta={"virtual": target_info["virtual"],
+                                                        "executed": not target_info["virtual"]}))
+        write_resource_table(bundle, rows, "Triton")
         launches = []
         for launch in recorder.launches:
             entry = launch.__dict__.copy()
@@ -226,3 +269,12 @@ def _real_target(name: str) -> GpuTarget:
     template = get_target("hip:gfx942" if backend == "hip" else DEFAULT_VIRTUAL_TARGET)
     return dataclasses.replace(template, name=name, arch=int(arch[3:]) if backend == "cuda" else arch,
                                product=torch.cuda.get_device_name(0))
+
+
+class GluonPipeline(TritonPipeline):
+    key = "gluon"
+    title = "Gluon"
+    source_markers = ("@gluon.jit",)
+    example = GLUON_EXAMPLE
+    prewarm_modules = (*TritonPipeline.prewarm_modules, "triton.experimental.gluon",
+                       "triton.experimental.gluon.language")

@@ -1,0 +1,44 @@
+"""Theoretical occupancy (compiler/targets/occupancy.py) against figures NVIDIA publishes for its
+architectures: a thread's registers, a block's shared memory and warps, and what limits them."""
+from __future__ import annotations
+
+from compiler.targets import occupancy
+
+
+def test_registers_halve_an_a100s_occupancy_at_64_per_thread():
+    # 256 threads a block. 32 registers: 64 warps fit (the SM's maximum), 8 blocks;
+    # 64 registers: 65,536 / 64 = 1,024 threads, 32 warps, 50 %: limited by registers
+    free = occupancy.nvidia(80, 8, 32, 0)
+    assert (free["blocks_per_sm"], free["warps_per_sm"], free["percent"]) == (8, 64, 100.0)
+    held = occupancy.nvidia(80, 8, 64, 0)
+    assert (held["blocks_per_sm"], held["warps_per_sm"], held["percent"]) == (4, 32, 50.0)
+    assert held["limited_by"] == ["registers"]
+
+
+def test_registers_are_allocated_per_warp_in_units_of_256():
+    # 33 registers a thread is 1,056 a warp, allocated as 1,280: 12 warps per scheduler, not 15
+    assert occupancy.nvidia(90, 1, 33, 0)["limits_blocks"]["registers"] == 48
+    assert occupancy.nvidia(90, 1, 40, 0)["limits_blocks"]["registers"] == 48  # 1,280 exactly
+
+
+def test_shared_memory_limits_an_h100_kernel_with_its_reserved_kibibyte():
+    # 100 KiB dynamic + 1 KiB reserved per block: two blocks in 228 KiB, 8 of 64 warps
+    occ = occupancy.nvidia(90, 4, 32, 100 * 1024)
+    assert (occ["blocks_per_sm"], occ["percent"], occ["limited_by"]) == (2, 12.5, ["shared memory"])
+    # 113.5 KiB a block: with the reserved KiB two no longer fit
+    assert occupancy.nvidia(90, 4, 32, 113 * 1024 + 512)["blocks_per_sm"] == 1
+    # an sm_86 SM holds 48 warps and 100 KiB: the same kernel is one block there
+    assert occupancy.nvidia(86, 4, 32, 50 * 1024)["blocks_per_sm"] == 1
+
+
+def test_a_kernel_that_cannot_launch_says_why():
+    over = occupancy.nvidia(90, 4, 32, 228 * 1024)
+    assert over["blocks_per_sm"] == 0 and "over the 232,448 one block may have" in over["limited_by"][0]
+    assert occupancy.nvidia(80, 64, 32, 0)["limited_by"] == ["2048 threads per block, over the 1024 allowed"]
+    assert occupancy.nvidia(75, 4, 32, 0) is None  # an architecture not in the table: no figure, not a guess
+
+
+def test_amd_occupancy_is_llvms_waves_per_simd():
+    occ = occupancy.amd("gfx942", 4)
+    assert occ["percent"] == 50.0 and "LLVM" in occ["model"]
+    assert occupancy.amd("gfx942", None) is None
