@@ -244,13 +244,27 @@ class GuardsExplained(Record):
 
 # --- resources: every GPU kernel of a job and what it uses (Triton, Inductor, ... pipelines) ------
 
+class Occupancy(Record, omit_defaults=True):
+    """compiler/targets/occupancy.py's estimate: NVIDIA's blocks and warps per SM, or AMD's waves per SIMD."""
+
+    percent: float
+    model: str
+    limited_by: list[str] = []
+    blocks_per_sm: int | None = None
+    warps_per_sm: int | None = None
+    max_warps_per_sm: int | None = None
+    limits_blocks: dict[str, int] = {}  # what each limit alone would allow, in blocks per SM
+    waves_per_simd: int | None = None
+    max_waves_per_simd: int | None = None
+
+
 class KernelResource(Record):
     kernel: str  # the kernel's qualifier, as its stages name it
     stage: str  # the kernel's metadata stage
     target: str  # "cuda:sm_90", "hip:gfx942"
     num_warps: int | None = None
     num_stages: int | None = None
-    config: dict[str, Any] = {}  # the constexprs it was compiled for (block sizes, ...)
+    config: dict[str, int | float | str | bool] = {}  # the constexprs it was compiled for (block sizes, ...)
     registers: int | None = None  # per thread (NVIDIA: the cubin's REG; AMD: VGPRs)
     spill_stores_bytes: int | None = None
     spill_loads_bytes: int | None = None
@@ -260,7 +274,7 @@ class KernelResource(Record):
     dynamic_shared_bytes: int | None = None  # the shared memory Triton asks for at launch
     sgprs: int | None = None  # AMD only
     spills: bool = False
-    occupancy: dict[str, Any] = {}  # compiler/targets/occupancy.py: blocks and warps per SM, limits, model
+    occupancy: Occupancy | None = None
     source: str = ""  # where the numbers come from
 
 

@@ -120,6 +120,7 @@ matmul_kernel[(2, 2)](*args, BM=128, BN=128, BK=32, maxnreg=96)
 ''')
 
 TARGETS = ("cuda:sm_80", "cuda:sm_90", "hip:gfx942")
+SOURCE_FILE = "kernels.py"
 
 
 def _line(source: str, needle: str, nth: int = 0) -> int:
@@ -135,7 +136,7 @@ def _run_job(source: str, target: str, out: str) -> None:
     from compiler.pipeline import Bundle, JobContext, UserError
     workdir = os.path.join(out, "work")
     os.makedirs(workdir, exist_ok=True)
-    language = "gluon" if "@gluon.jit" in source else "triton"
+    language = registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion"))
     pipeline = registry.get(language)
     request = Request(language, source, pipeline.normalise_options({"target": target}))
     os.environ.update(pipeline.environment(request, workdir))
@@ -178,6 +179,9 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     from compiler.triton.pipeline import GLUON_EXAMPLE as gluon
     plan.append(("cuda:sm_90", gluon, os.path.join(base, "gluon")))
     plan.append(("hip:gfx942", gluon, os.path.join(base, "gluon_layout_error")))
+    # Helion's example, as the `helion` language offers it: a matmul with its config, an add without
+    from compiler.triton.pipeline import HELION_EXAMPLE
+    plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion")))
     return plan
 
 
@@ -200,7 +204,7 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
-    for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error"):
+    for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error", "helion"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -440,6 +444,40 @@ def test_a_gluon_layout_the_target_cannot_take_is_an_error_naming_the_line(jobs)
     assert error["kind"] == "CompileError" and error["line"] == _line(EXAMPLE, "gl.max(")
     assert "Layout has 32 threads per warp, but the module specifies 64 threads per warp." in error["message"]
     assert "has an invalid layout: #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32]" in error["message"]
+
+
+def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_users_lines(jobs):
+    """The `helion` language's example on a virtual sm_90: each kernel's config (the matmul's given
+    one, Helion's default for the add, which names none), its config space from Helion's ConfigSpec,
+    the Triton module Helion generated linked through its `# src[...]` comments, and that module
+    compiled by Triton to PTX and SASS with the user's lines on every IR stage."""
+    from compiler.triton import helion_kernels
+    from compiler.triton.pipeline import HELION_EXAMPLE as source
+    job = jobs["helion"]
+    assert job.error is None, job.error
+    matmul = json.loads(job.text("helion.config:matmul"))
+    assert matmul["chosen"] == helion_kernels.CHOSEN_GIVEN
+    assert matmul["config"]["block_sizes"] == [64, 64, 32] and matmul["config"]["num_warps"] == 4
+    assert "@helion.kernel(config=helion.Config(" in matmul["decorator"]
+    space = {d["name"]: d for d in matmul["search_space"]}
+    assert space["block_sizes"]["items"] == 3 and space["num_warps"]["values"] == [1, 2, 4, 8, 16, 32]
+    add = json.loads(job.text("helion.config:add"))
+    assert add["chosen"] == helion_kernels.CHOSEN_DEFAULT and add["config"]["block_sizes"]
+    table = job.text("helion.config_space:matmul")
+    assert re.search(r"^num_warps\s+6\s+1, 2, 4, 8, 16, 32$", table, re.M), table
+    code = job.text("helion.triton_code:matmul")
+    addmm, store = _line(source, "torch.addmm("), _line(source, "out[tile_m, tile_n] = acc")
+    assert "@triton.jit\ndef _helion_matmul(" in code and f"# src[{SOURCE_FILE}:{addmm}]" in code
+    assert {addmm, store} <= job.mapped_lines("helion.triton_code:matmul")
+    for stage in ("ttir", "ttgir", "llir", "ptx", "sass"):
+        assert {addmm, store} <= job.mapped_lines(f"triton.{stage}:_helion_matmul"), stage
+    assert ".target sm_90a" in job.text("triton.ptx:_helion_matmul")
+    assert "mma" in job.text("triton.ttgir:_helion_matmul")  # the addmm became a tensor-core dot
+    rows = {r["kernel"] for r in json.loads(job.text("kernels.resources"))["kernels"]}
+    assert rows == {"_helion_matmul", "_helion_add"}
+    launches = json.loads(job.text("triton.launches"))
+    assert [launch["kernel"] for launch in launches] == ["_helion_matmul", "_helion_matmul", "_helion_add"]
+    assert {launch["line"] for launch in launches} == {_line(source, "z = add(")}
 
 
 def test_reading_values_on_a_virtual_target_names_the_line(jobs):

@@ -25,18 +25,17 @@ def _n(n: int | None) -> str:
     return '<span class="na">-</span>' if n is None else f"{n:,}"
 
 
-def _occupancy(occ: dict[str, Any]) -> str:
-    if not occ:
+def _occupancy(occ: formats.Occupancy | None) -> str:
+    if occ is None:
         return '<td class="occupancy na">-</td><td class="limited-by"></td>'
-    if "waves_per_simd" in occ:
-        what = f"{occ['waves_per_simd']} of {occ['max_waves_per_simd']} waves per SIMD"
+    if occ.waves_per_simd is not None:
+        what = f"{occ.waves_per_simd} of {occ.max_waves_per_simd} waves per SIMD"
     else:
-        what = (f"{occ['blocks_per_sm']} blocks, {occ['warps_per_sm']} of {occ['max_warps_per_sm']} warps per SM")
-    limited = ", ".join(str(x) for x in occ.get("limited_by", []))
-    percent = escape(str(occ.get("percent")))
-    return (f'<td class="occupancy" data-percent="{percent}" title="{escape(occ.get("model", ""))}">'
+        what = f"{occ.blocks_per_sm} blocks, {occ.warps_per_sm} of {occ.max_warps_per_sm} warps per SM"
+    percent = escape(str(occ.percent))
+    return (f'<td class="occupancy" data-percent="{percent}" title="{escape(occ.model)}">'
             f'<b>{percent} %</b> <span class="what">{escape(what)}</span></td>'
-            f'<td class="limited-by">{escape(limited)}</td>')
+            f'<td class="limited-by">{escape(", ".join(occ.limited_by))}</td>')
 
 
 def render(text: str, meta: dict[str, Any]) -> str:
@@ -62,7 +61,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
             f'<td class="spill-loads">{_bytes(k.spill_loads_bytes)}</td>'
             f'<td>{_bytes(k.stack_bytes)}</td><td>{_bytes(k.local_bytes)}</td>'
             f'<td>{_bytes(k.static_shared_bytes)}</td><td>{_bytes(k.dynamic_shared_bytes)}</td>{occ}</tr>')
-    models = sorted({k.occupancy.get("model", "") for k in data.kernels if k.occupancy} - {""})
+    models = sorted({k.occupancy.model for k in data.kernels if k.occupancy is not None})
     sources = sorted({k.source for k in data.kernels if k.source})
     summary = (f'{len(data.kernels)} kernels compiled' + (f", <b>{len(spilling)} spill</b>: "
                + ", ".join(escape(k.kernel) for k in spilling) if spilling else ", none spills") + ".")

@@ -167,8 +167,8 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
         metadata["amdgcn_usage"] = parse_amdgcn_usage(amdgcn)
         metadata["registers"] = metadata["amdgcn_usage"].get("vgpr_count")
     row = resource_row(record, qualifier, metadata, f"triton.metadata:{qualifier}")
-    if row.occupancy:
-        metadata["occupancy"] = row.occupancy
+    if row.occupancy is not None:
+        metadata["occupancy"] = msgspec.to_builtins(row.occupancy)
     metadata.update({k: v for k, v in (extra_meta or {}).items() if k not in metadata})
     bundle.add(f"triton.metadata:{qualifier}", f"Metadata {qualifier}", group, "json",
                metadata, meta={**base_meta, "spills": row.spills})
@@ -194,24 +194,28 @@ def resource_row(record: CompiledRecord, qualifier: str, metadata: dict[str, Any
         return formats.KernelResource(
             **common, registers=amd.get("vgpr_count"), sgprs=amd.get("sgpr_count"),
             local_bytes=amd.get("private_segment_bytes"), static_shared_bytes=amd.get("lds_bytes"), spills=spills,
-            occupancy=occupancy.amd(arch, amd.get("occupancy_waves")) or {},
+            occupancy=_occupancy(occupancy.amd(arch, amd.get("occupancy_waves"))),
             source="the AMDGCN listing's kernel metadata (.vgpr_count, .sgpr_count, spill counts, "
                    ".private_segment_fixed_size, .group_segment_fixed_size) and LLVM's '; Occupancy:'")
     usage, ptxas = metadata.get("cubin_resource_usage") or {}, metadata.get("ptxas") or {}
     registers = metadata.get("registers")
     stores, loads = metadata.get("spill_stores_bytes"), metadata.get("spill_loads_bytes")
     static = usage.get("SHARED", ptxas.get("shared_bytes_static"))
-    occ = {}
+    occ = None
     if target.startswith("cuda:sm_") and registers is not None and warps:
         arch = int(re.sub(r"\D", "", target.split("_", 1)[1]) or 0)
-        occ = occupancy.nvidia(arch, int(warps), int(registers), int(static or 0) + int(dynamic or 0),
-                               int(metadata.get("warp_size") or 32)) or {}
+        occ = _occupancy(occupancy.nvidia(arch, int(warps), int(registers), int(static or 0) + int(dynamic or 0),
+                                          int(metadata.get("warp_size") or 32)))
     return formats.KernelResource(
         **common, registers=registers, spill_stores_bytes=stores, spill_loads_bytes=loads,
         stack_bytes=usage.get("STACK", ptxas.get("stack_frame_bytes")), local_bytes=usage.get("LOCAL"),
         static_shared_bytes=static, spills=bool(stores or loads), occupancy=occ,
         source="cuobjdump --dump-resource-usage of the cubin (REG, SHARED, LOCAL, STACK), ptxas -v (spills), "
                "Triton's metadata (num_warps, the dynamic shared memory of the launch)")
+
+
+def _occupancy(estimate: dict[str, Any] | None) -> formats.Occupancy | None:
+    return msgspec.convert(estimate, formats.Occupancy) if estimate else None
 
 
 def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], group: str, note: str = "") -> None:

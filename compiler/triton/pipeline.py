@@ -152,7 +152,7 @@ class TritonPipeline(Pipeline):
         namespace: dict[str, Any] = {}
         with contextlib.ExitStack() as stack:
             if not execute:
-                virtual_gpu.install_compile_only_triton(target)
+                self._install_virtual(target, ctx)
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 # Triton reads data_ptr() for alignment; a fake tensor answers 0 (aligned) with a warning
@@ -160,6 +160,7 @@ class TritonPipeline(Pipeline):
             stack.enter_context(capture.installed())
             stack.enter_context(recorder.installed())
             stack.enter_context(diagnostics_kept(self._diagnostics_file(workdir)))
+            self._enter_language(stack, execute)
             try:
                 with user_code.captured_stdout(sink):
                     import runpy
@@ -209,6 +210,24 @@ class TritonPipeline(Pipeline):
                               "printed. Kernels compiled before this line are shown.)", error.error.line)
         return error
 
+    # --- what a language built on this pipeline changes (GluonPipeline, HelionPipeline) ----------
+
+    def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
+        """Make Triton compile for the virtual `target` (its compile-only driver)."""
+        from compiler.targets import virtual_gpu
+        virtual_gpu.install_compile_only_triton(target)
+
+    def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
+        """Install what records the language's own steps while the program runs."""
+
+    def _kernel_source(self, record: Any, path: str) -> tuple[str, tuple[str, int] | None, Any]:
+        """(the file the kernel's compiler locations name, its source and first line when it is
+        one to show, a map from that file's lines to the user's or None for the identity)."""
+        return path, ((record.source, record.def_line) if record.source_file == path else None), None
+
+    def _write_language_stages(self, bundle: Bundle, path: str) -> None:
+        """The language's own stages, before its kernels'."""
+
     @staticmethod
     def _diagnostics_file(workdir: str) -> str:
         return os.path.join(workdir, "stderr-while-running.txt")
@@ -234,10 +253,12 @@ class TritonPipeline(Pipeline):
         names = qualifiers(records)
         by_hash = {r.hash: q for r, q in zip(records, names)}
         rows = []
+        self._write_language_stages(bundle, path)
         for record, qualifier in zip(records, names):
             bundle.progress(f"writing stages of {qualifier}")
-            source = (record.source, record.def_line) if record.source_file == path else None
-            rows.append(write_kernel_stages(bundle, record, qualifier, workdir, path, python_source=source,
+            located, source, to_user = self._kernel_source(record, path)
+            rows.append(write_kernel_stages(bundle, record, qualifier, workdir, located, python_source=source,
+                                            map_to_user=to_user,
                                             extra_meta={"virtual": target_info["virtual"],
                                                         "executed": not target_info["virtual"]}))
         write_resource_table(bundle, rows, "Triton")
@@ -278,3 +299,109 @@ class GluonPipeline(TritonPipeline):
     example = GLUON_EXAMPLE
     prewarm_modules = (*TritonPipeline.prewarm_modules, "triton.experimental.gluon",
                        "triton.experimental.gluon.language")
+
+
+HELION_EXAMPLE = '''\
+import torch
+import helion
+import helion.language as hl
+
+
+@helion.kernel(config=helion.Config(block_sizes=[64, 64, 32], num_warps=4, num_stages=3))
+def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    k2, n = y.size()
+    assert k == k2, f"size mismatch {k} != {k2}"
+    out = torch.empty([m, n], dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@helion.kernel()  # no config: on a GPU Helion autotunes; a virtual target takes its default config
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = x[tile] + y[tile]
+    return out
+
+
+x = torch.randn(1024, 512, device="cuda", dtype=torch.float16)
+y = torch.randn(512, 1024, device="cuda", dtype=torch.float16)
+z = add(matmul(x, y), matmul(x, y))
+print(z.shape)
+'''
+
+
+class HelionPipeline(TritonPipeline):
+    """The `helion` language: `@helion.kernel` functions (PyTorch's kernel DSL) and the code that
+    calls them on CUDA tensors. Helion generates a Triton module per kernel and config; this
+    pipeline records each (compiler/triton/helion_kernels.py) and compiles it through Triton like
+    any kernel, its lines linked to the user's through Helion's own `# src[file:line]` comments.
+    On a virtual target the CUDA device is the one PyTorch's virtual GPU path installs (Helion reads
+    its properties and makes tensors on it)."""
+
+    key = "helion"
+    title = "Helion"
+    source_markers = ("@helion.kernel",)
+    toolchain_packages = ("helion", "triton", "torch")
+    example = HELION_EXAMPLE
+    prewarm_modules = (*TritonPipeline.prewarm_modules, "helion", "helion.language", "compiler.triton.helion_kernels")
+    options = (
+        Option("target", "choice", "auto", "CUDA GPU to compile for. auto: this worker's CUDA device if it has one, "
+               "else cuda:sm_90. A target this worker does not have is virtual: kernels are compiled, nothing runs, "
+               "and Helion's default or first config is used (autotuning times candidates on a GPU).",
+               choices=("auto", *(name for name, t in TARGETS.items() if t.is_cuda))),
+    )
+
+    def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
+        from compiler.targets import virtual_gpu
+        virtual_gpu.install_virtual_cuda(target, virtual_gpu.RuntimeBuild(os.path.join(ctx.workdir, "virtual-cuda")))
+
+    def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
+        from compiler.triton.helion_kernels import HelionRecorder
+        self._helion = HelionRecorder(virtual=not execute)
+        stack.enter_context(self._helion.installed())
+
+    def _modules(self, path: str) -> dict[str, tuple[str, dict[int, int]]]:
+        """Helion's generated module file -> (its text, its lines' user lines)."""
+        from compiler.triton.helion_kernels import user_lines
+        modules = {}
+        for compiled in self._helion.compiles:
+            with open(compiled.module_file, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            modules[compiled.module_file] = (text, user_lines(text, path))
+        return modules
+
+    def _kernel_source(self, record: Any, path: str) -> tuple[str, tuple[str, int] | None, Any]:
+        module = self._modules(path).get(record.source_file)
+        if module is None:
+            return super()._kernel_source(record, path)
+        lines = module[1]
+        return record.source_file, (record.source, record.def_line), lines.get
+
+    def _write_language_stages(self, bundle: Bundle, path: str) -> None:
+        from compiler.triton.helion_kernels import space_table
+        modules = self._modules(path)
+        counts: dict[str, int] = {}
+        for compiled in self._helion.compiles:
+            counts[compiled.kernel] = counts.get(compiled.kernel, 0) + 1
+        seen: dict[str, int] = {}
+        for compiled in self._helion.compiles:
+            n = seen.get(compiled.kernel, 0)
+            seen[compiled.kernel] = n + 1
+            q = f"{compiled.kernel}.{n}" if counts[compiled.kernel] > 1 else compiled.kernel
+            text, lines = modules[compiled.module_file]
+            meta = {"kernel": compiled.kernel, "chosen": compiled.chosen}
+            bundle.add(f"helion.config:{q}", f"Config {q}", "Helion", "json",
+                       {"kernel": compiled.kernel, "chosen": compiled.chosen, "config": compiled.config,
+                        "decorator": compiled.decorator, "search_space": compiled.search_space}, meta=meta)
+            bundle.add(f"helion.config_space:{q}", f"Config space {q}", "Helion", "text", space_table(compiled),
+                       meta={**meta, "source": "Helion's ConfigSpec.iter_search_dimensions() for these inputs"})
+            bundle.add(f"helion.triton_code:{q}", f"Triton code {q}", "Helion", "python", text,
+                       source_map=[[line, user] for line, user in sorted(lines.items())],
+                       meta={**meta, "note": "the Triton module Helion generated and Triton compiled; its "
+                                             "# src[file:line] comments, Helion's own, link it to your lines"})

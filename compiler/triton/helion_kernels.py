@@ -1,0 +1,141 @@
+"""Helion kernels (`@helion.kernel`, PyTorch's kernel DSL that generates Triton) in a run of the
+`helion` language: for each kernel bound to its inputs, the config it compiled with and how that
+config was chosen, Helion's config space for those inputs (`ConfigSpec.iter_search_dimensions`),
+and the Triton module Helion generated, whose `# src[file:line]` comments link its lines to the
+user's. The Triton compilation of that module is captured like any other (compiler/triton/capture.py).
+
+Recorded by wrapping `BoundKernel.compile_config` (public: Helion compiles every config through it,
+given, default or autotuned). On a virtual target nothing can be timed, so autotuning
+(`BoundKernel.autotune`) takes the kernel's first config, or Helion's default config when it has
+none, and says so; on a real GPU Helion autotunes as it would anywhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+SRC_COMMENT = re.compile(r"^\s*# src\[(?P<file>[^\]:]+):(?P<line>\d+)\]")
+
+CHOSEN_GIVEN = "given: the kernel's config"
+CHOSEN_DEFAULT = ("Helion's default config for these inputs (ConfigSpec.default_config): the kernel names no "
+                  "config, and autotuning times candidates on a GPU; a virtual target times nothing")
+CHOSEN_FIRST = ("the first of the kernel's {n} configs: choosing among them times each on a GPU; a virtual "
+                "target times nothing")
+CHOSEN_AUTOTUNED = "autotuned by Helion on this GPU"
+
+
+@dataclass
+class HelionCompile:
+    """One config of one bound Helion kernel, compiled."""
+
+    kernel: str
+    config: dict[str, Any]
+    chosen: str
+    decorator: str
+    search_space: list[dict[str, Any]]
+    module_file: str  # the Triton module Helion generated for it
+    inputs: list[str] = field(default_factory=list)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
+
+
+def _describe_input(value: Any) -> str:
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{str(dtype).replace('torch.', '')}[{', '.join(str(s) for s in shape)}]"
+    return type(value).__name__
+
+
+class HelionRecorder:
+    def __init__(self, virtual: bool):
+        self.virtual = virtual
+        self.compiles: list[HelionCompile] = []
+        self._chosen: dict[int, str] = {}  # id(bound kernel) -> how its config was chosen
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["HelionRecorder"]:
+        from helion.runtime.kernel import BoundKernel
+        original_compile, original_autotune = BoundKernel.compile_config, BoundKernel.autotune
+        recorder = self
+
+        def compile_config(bound: Any, config: Any = None, **kwargs: Any) -> Any:
+            compiled = original_compile(bound, config, **kwargs)
+            recorder._record(bound, config, compiled)
+            return compiled
+
+        def autotune(bound: Any, args: Any, **kwargs: Any) -> Any:
+            if not recorder.virtual:
+                recorder._chosen[id(bound)] = CHOSEN_AUTOTUNED
+                return original_autotune(bound, args, **kwargs)
+            configs = list(bound.kernel.configs)
+            config = configs[0] if configs else bound.config_spec.default_config()
+            recorder._chosen[id(bound)] = CHOSEN_FIRST.format(n=len(configs)) if configs else CHOSEN_DEFAULT
+            bound.set_config(config)
+            return config
+
+        BoundKernel.compile_config, BoundKernel.autotune = compile_config, autotune
+        try:
+            yield self
+        finally:
+            BoundKernel.compile_config, BoundKernel.autotune = original_compile, original_autotune
+
+    def _record(self, bound: Any, config: Any, compiled: Any) -> None:
+        code = getattr(compiled, "__code__", None)
+        module_file = getattr(code, "co_filename", "") if code is not None else ""
+        if not module_file or any(c.module_file == module_file for c in self.compiles):
+            return
+        configs = list(bound.kernel.configs)
+        chosen = self._chosen.get(id(bound))
+        if chosen is None:
+            chosen = CHOSEN_GIVEN if configs else CHOSEN_DEFAULT
+        values = dict(config) if config is not None else {}
+        try:
+            decorator = bound.format_kernel_decorator(config, bound.settings)
+        except Exception:  # noqa: BLE001 - the decorator is a convenience; the config itself is shown
+            decorator = ""
+        space = [{"name": d.name, "choices": d.cardinality, "values": _plain(d.values), "items": d.num_items}
+                 for d in bound.config_spec.iter_search_dimensions()]
+        inputs = [_describe_input(a) for a in getattr(bound, "fake_args", ()) or ()]
+        self.compiles.append(HelionCompile(kernel=bound.kernel.name, config=_plain(values), chosen=chosen,
+                                           decorator=decorator, search_space=space, module_file=module_file,
+                                           inputs=inputs))
+
+
+def user_lines(module_text: str, user_file: str) -> dict[int, int]:
+    """Line of Helion's generated module -> the user's line named by the last `# src[file:line]`
+    comment above it in the same top-level definition (the comment's own line too). A comment
+    naming another file, and a new top-level statement, end the run."""
+    name = os.path.basename(user_file)
+    out: dict[int, int] = {}
+    current: int | None = None
+    for number, text in enumerate(module_text.splitlines(), start=1):
+        m = SRC_COMMENT.match(text)
+        if m:
+            current = int(m.group("line")) if os.path.basename(m.group("file")) == name else None
+        elif text[:1] not in ("", " ", "\t"):
+            current = None
+        if current is not None and text.strip():
+            out[number] = current
+    return out
+
+
+def space_table(compile_: HelionCompile) -> str:
+    """The config space as a text table: each dimension, how many choices, and what they are."""
+    rows = [("dimension", "choices", "values (or items per kernel)")]
+    for d in compile_.search_space:
+        values = ", ".join(str(v) for v in d["values"]) if d["values"] else (
+            f"{d['items']} item(s)" if d["items"] else "-")
+        rows.append((d["name"], str(d["choices"]), values))
+    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    lines = [f"{r[0]:<{width[0]}}  {r[1]:>{width[1]}}  {r[2]}" for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines) + "\n"
