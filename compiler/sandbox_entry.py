@@ -17,6 +17,7 @@ toolchain cache to seed from (or, for the warm-up job, to export to).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -142,4 +143,11 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    # The bundle is finished and the runner ends the job when this process exits: skip the
+    # interpreter's teardown (about 1 s once torch and Inductor are loaded, measured on a 2-core
+    # host), which nothing of the job needs; what is buffered is flushed first.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
