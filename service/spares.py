@@ -50,16 +50,18 @@ class Spares:
         self._spares: dict[str, list[Spare]] = {}
         self._closed = False
         self._memory_seen = 0  # the largest resident memory a ready spare was seen with
+        self._order: list[str] = []  # the languages asked for, first asked first: the order spares start in
         # Every spare is started on this one thread, which lives as long as the spares: bubblewrap's
         # --die-with-parent kills a sandbox when the thread that started it ends.
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-spare-starter")
 
     def fill(self, language: str) -> None:
         """Start a spare of `language` (on the starter thread, see __init__) when fewer than
-        `spare_workers` are alive, none is warming up (one warm-up at a time: on a small machine two
-        would take the CPU the running job needs; the next starts when this one is ready), and their
-        memory together (the largest a ready spare was seen with, for each) stays within
-        `spare_memory_mb`."""
+        `spare_workers` are alive, no spare of any language is warming up (one warm-up at a time:
+        on a small machine two would take the CPU the running job needs; when one is ready, every
+        language is filled again in the order they were first asked for, so the server's first
+        language gets its spares first), and their memory together (the largest a ready spare was
+        seen with, for each) stays within `spare_memory_mb`."""
         if self.config.spare_workers <= 0 or not registry.get(language).prewarm_modules:
             return
         try:
@@ -71,23 +73,31 @@ class Spares:
         with self._lock:
             if self._closed:
                 return
+            if language not in self._order:
+                self._order.append(language)
             alive = self._alive(language)
             for spare in alive:
                 self._note_memory(spare)
+            self._spares[language] = alive
+            warming = any(not spare.ready for spares in self._spares.values() for spare in spares
+                          if spare.proc.alive())
             started = None
-            if len(alive) < self.config.spare_workers and all(s.ready for s in alive) and self._room_for_one():
+            if len(alive) < self.config.spare_workers and not warming and self._room_for_one():
                 started = self._start(language)
                 alive.append(started)
-            self._spares[language] = alive
         if started is not None:
-            threading.Thread(target=self._fill_when_ready, args=(language, started), daemon=True,
+            threading.Thread(target=self._fill_when_ready, args=(started,), daemon=True,
                              name=f"irscope-spare-ready-{language}").start()
 
-    def _fill_when_ready(self, language: str, spare: Spare) -> None:
-        """Wait for `spare` to be ready (or gone), then fill again: the next spare starts then."""
+    def _fill_when_ready(self, spare: Spare) -> None:
+        """Wait for `spare` to be ready (or gone), then fill every language again, in order: the
+        next spare starts then."""
         while spare.proc.alive() and not spare.ready and not self._closed:
             time.sleep(0.2)
-        self.fill(language)
+        with self._lock:
+            order = list(self._order)
+        for language in order:
+            self.fill(language)
 
     def take(self, language: str) -> Spare | None:
         """A live spare for `language` (a ready one first), or None; a replacement starts now."""

@@ -525,6 +525,29 @@ def _is_probe(directory: str) -> bool:
             and not any("cpp_prefix.h" in text for text in sources))
 
 
+@needs_bwrap
+def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first(tmp_path):
+    """A server offering pytorch and triton, one spare each: on a small machine two warm-ups at
+    once take the CPU a running job needs, so only one spare of any language is ever warming,
+    and the server's first language gets its spare first."""
+    app = make_app(tmp_path, languages="pytorch,triton", spare_workers=1)
+    spares = app.extensions["irscope"].runner.spares
+    try:
+        deadline, first, most_warming = time.monotonic() + 600, None, 0
+        while time.monotonic() < deadline:
+            report = spares.report()
+            warming = [language for language, r in report.items() if r["starting"]]
+            most_warming = max(most_warming, sum(r["starting"] for r in report.values()))
+            first = first or (warming[0] if warming else None)
+            if all(report.get(language, {}).get("ready") == 1 for language in ("pytorch", "triton")):
+                break
+            time.sleep(0.05)
+        assert spares.ready("pytorch") == 1 and spares.ready("triton") == 1, spares.report()
+        assert first == "pytorch" and most_warming == 1, (first, most_warming)
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
 def test_the_first_job_after_a_start_waits_for_the_warm_up_and_says_so(first_job_after_start):
     """Submitted the moment a server started on a fresh data directory, the job did not build the
     toolchain beside the warm-up: its page said it was warming up, it waited, then ran seeded
