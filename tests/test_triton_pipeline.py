@@ -120,6 +120,14 @@ matmul_kernel[(2, 2)](*args, BM=128, BN=128, BK=32, maxnreg=96)
 ''')
 
 TARGETS = ("cuda:sm_80", "cuda:sm_90", "hip:gfx942")
+
+
+def HELION_WRONG_SHAPES() -> str:  # noqa: N802 - a source, like the constants above (imported late)
+    """Helion's example calling its matmul on shapes its assert refuses."""
+    from compiler.triton.pipeline import HELION_EXAMPLE
+    return HELION_EXAMPLE.replace("z = add(matmul(x, y), matmul(x, y))", "z = matmul(x, x)")
+
+
 SOURCE_FILE = "kernels.py"
 
 
@@ -182,6 +190,7 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     # Helion's example, as the `helion` language offers it: a matmul with its config, an add without
     from compiler.triton.pipeline import HELION_EXAMPLE
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion")))
+    plan.append(("cuda:sm_90", HELION_WRONG_SHAPES(), os.path.join(base, "helion_wrong_shapes")))
     return plan
 
 
@@ -204,7 +213,8 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
-    for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error", "helion"):
+    for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error", "helion",
+                 "helion_wrong_shapes"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -480,6 +490,16 @@ def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_us
     assert {launch["line"] for launch in launches} == {_line(source, "z = add(")}
 
 
+def test_a_helion_kernel_refusing_its_inputs_names_the_kernels_line_and_the_call(jobs):
+    """The assert runs in the host code Helion generated; the error names the user's line it came
+    from (through Helion's # src comments) and the line that called the kernel."""
+    source = HELION_WRONG_SHAPES()
+    error = jobs["helion_wrong_shapes"].error
+    assert error["kind"] == "UserCodeError" and error["line"] == _line(source, "assert k == k2")
+    assert error["message"] == (f"line {error['line']}: AssertionError: size mismatch 512 != 1024, in the code "
+                                f"Helion generated from it, called at line {_line(source, 'z = matmul(x, x)')}")
+
+
 def test_reading_values_on_a_virtual_target_names_the_line(jobs):
     job = jobs["reads_values"]
     assert job.error["kind"] == "UserCodeError"
@@ -546,4 +566,9 @@ if __name__ == "__main__":
     for i in range(0, len(argv), 3):
         target, source_path, out = argv[i:i + 3]
         with open(source_path) as f:
-            _run_job(f.read(), target, out)
+            source = f.read()
+        if "@helion.kernel" in source and len(argv) > 3:
+            # a Helion job installs the virtual CUDA device, once per process as in a worker: its own child
+            subprocess.run([sys.executable, __file__, target, source_path, out], check=True)
+        else:
+            _run_job(source, target, out)

@@ -366,6 +366,21 @@ class HelionPipeline(TritonPipeline):
         self._helion = HelionRecorder(virtual=not execute)
         stack.enter_context(self._helion.installed())
 
+    def _error(self, exc: BaseException, path: str, execute: bool, ctx: JobContext) -> UserError:
+        """Helion runs the kernel's host code from its generated module: an error raised there (an
+        assert on the inputs' shapes) names the user's line that module line came from."""
+        import traceback
+        error = super()._error(exc, path, execute, ctx)
+        modules = self._modules(path)
+        inner = [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__) if f.filename in modules]
+        line = modules[inner[-1][0]][1].get(inner[-1][1] or 0) if inner else None
+        if line is None or error.error.kind != ErrorKind.UserCodeError:
+            return error
+        called = error.error.line
+        called = f", in the code Helion generated from it, called at line {called}" if called else ""
+        message = re.sub(r"^line \d+: ", "", error.error.message)
+        return UserError(error.error.kind, f"line {line}: {message}{called}", line)
+
     def _modules(self, path: str) -> dict[str, tuple[str, dict[int, int]]]:
         """Helion's generated module file -> (its text, its lines' user lines)."""
         from compiler.triton.helion_kernels import user_lines
