@@ -120,6 +120,7 @@ matmul_kernel[(2, 2)](*args, BM=128, BN=128, BK=32, maxnreg=96)
 ''')
 
 TARGETS = ("cuda:sm_80", "cuda:sm_90", "hip:gfx942")
+OPTIONS = {"helion_configs": {"configs": 3}}  # a job's options besides its target, by its directory
 
 
 def HELION_WRONG_SHAPES() -> str:  # noqa: N802 - a source, like the constants above (imported late)
@@ -146,7 +147,8 @@ def _run_job(source: str, target: str, out: str) -> None:
     os.makedirs(workdir, exist_ok=True)
     language = registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion"))
     pipeline = registry.get(language)
-    request = Request(language, source, pipeline.normalise_options({"target": target}))
+    options = {"target": target, **OPTIONS.get(os.path.basename(out), {})}
+    request = Request(language, source, pipeline.normalise_options(options))
     os.environ.update(pipeline.environment(request, workdir))
     bundle = Bundle(os.path.join(out, "bundle"))
     error = None
@@ -191,6 +193,7 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     from compiler.triton.pipeline import HELION_EXAMPLE
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion")))
     plan.append(("cuda:sm_90", HELION_WRONG_SHAPES(), os.path.join(base, "helion_wrong_shapes")))
+    plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion_configs")))
     return plan
 
 
@@ -214,7 +217,7 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
     for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error", "helion",
-                 "helion_wrong_shapes"):
+                 "helion_wrong_shapes", "helion_configs"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -498,6 +501,25 @@ def test_a_helion_kernel_refusing_its_inputs_names_the_kernels_line_and_the_call
     assert error["kind"] == "UserCodeError" and error["line"] == _line(source, "assert k == k2")
     assert error["message"] == (f"line {error['line']}: AssertionError: size mismatch 512 != 1024, in the code "
                                 f"Helion generated from it, called at line {_line(source, 'z = matmul(x, x)')}")
+
+
+def test_helion_configs_sampled_from_the_space_are_compiled_beside_the_chosen_one(jobs):
+    """configs=3: each kernel's chosen config and two sampled from its config space, each with its
+    Triton module and Triton's stages, so any two can be diffed."""
+    from compiler.triton import helion_kernels
+    job = jobs["helion_configs"]
+    assert job.error is None, job.error
+    for kernel, chosen in (("matmul", helion_kernels.CHOSEN_GIVEN), ("add", helion_kernels.CHOSEN_DEFAULT)):
+        configs = [json.loads(job.text(f"helion.config:{kernel}.{n}")) for n in range(3)]
+        assert configs[0]["chosen"] == chosen
+        assert [c["chosen"] for c in configs[1:]] == [helion_kernels.CHOSEN_SAMPLED.format(i=i, n=3) for i in (2, 3)]
+        assert len({json.dumps(c["config"], sort_keys=True) for c in configs}) == 3, configs
+        codes = [job.text(f"helion.triton_code:{kernel}.{n}") for n in range(3)]
+        assert len(set(codes)) == 3 and all(f"def _helion_{kernel}(" in code for code in codes)
+        for n in range(3):
+            assert ".target sm_90a" in job.text(f"triton.ptx:_helion_{kernel}.{n}")
+    rows = sorted(r["kernel"] for r in json.loads(job.text("kernels.resources"))["kernels"])
+    assert rows == sorted(f"_helion_{k}.{n}" for k in ("matmul", "add") for n in range(3))
 
 
 def test_reading_values_on_a_virtual_target_names_the_line(jobs):

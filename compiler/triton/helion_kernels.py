@@ -25,6 +25,8 @@ CHOSEN_DEFAULT = ("Helion's default config for these inputs (ConfigSpec.default_
 CHOSEN_FIRST = ("the first of the kernel's {n} configs: choosing among them times each on a GPU; a virtual "
                 "target times nothing")
 CHOSEN_AUTOTUNED = "autotuned by Helion on this GPU"
+CHOSEN_SAMPLED = ("sampled {i} of {n}: a random config of Helion's config space for these inputs "
+                  "(ConfigGeneration.random_config, seed 0), compiled beside the chosen one to compare")
 
 
 @dataclass
@@ -59,13 +61,21 @@ class HelionRecorder:
     def __init__(self, virtual: bool):
         self.virtual = virtual
         self.compiles: list[HelionCompile] = []
+        self.failed_samples: list[str] = []  # sampled configs Helion or Triton could not compile, and why
         self._chosen: dict[int, str] = {}  # id(bound kernel) -> how its config was chosen
+        self._called: list[tuple[Any, tuple]] = []  # each bound kernel the program called, with its arguments
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["HelionRecorder"]:
         from helion.runtime.kernel import BoundKernel
         original_compile, original_autotune = BoundKernel.compile_config, BoundKernel.autotune
+        original_call = BoundKernel.__call__
         recorder = self
+
+        def call(bound: Any, *args: Any) -> Any:
+            if not any(seen is bound for seen, _ in recorder._called):
+                recorder._called.append((bound, args))
+            return original_call(bound, *args)
 
         def compile_config(bound: Any, config: Any = None, **kwargs: Any) -> Any:
             compiled = original_compile(bound, config, **kwargs)
@@ -82,11 +92,30 @@ class HelionRecorder:
             bound.set_config(config)
             return config
 
-        BoundKernel.compile_config, BoundKernel.autotune = compile_config, autotune
+        BoundKernel.compile_config, BoundKernel.autotune, BoundKernel.__call__ = compile_config, autotune, call
         try:
             yield self
         finally:
             BoundKernel.compile_config, BoundKernel.autotune = original_compile, original_autotune
+            BoundKernel.__call__ = original_call
+
+    def compile_samples(self, total: int) -> None:
+        """For each kernel the program called, compile `total - 1` more configs sampled from its
+        config space (seed 0, after the program ran: its own random state is not touched), each
+        called once on the program's arguments so that Triton compiles it (on a virtual target
+        nothing runs)."""
+        import random
+        for bound, args in list(self._called):
+            generation = bound.config_spec.create_config_generation()
+            random.seed(0)
+            for i in range(2, total + 1):
+                config = generation.random_config()
+                self._chosen[id(bound)] = CHOSEN_SAMPLED.format(i=i, n=total)
+                try:
+                    bound.compile_config(config)(*args)
+                except Exception as e:  # noqa: BLE001 - a sampled config the compilers refuse is said, not fatal
+                    self.failed_samples.append(f"{bound.kernel.name}, sample {i}: {type(e).__name__}: "
+                                               f"{str(e).splitlines()[0][:300] if str(e) else ''}")
 
     def _record(self, bound: Any, config: Any, compiled: Any) -> None:
         code = getattr(compiled, "__code__", None)

@@ -165,6 +165,7 @@ class TritonPipeline(Pipeline):
                 with user_code.captured_stdout(sink):
                     import runpy
                     namespace = runpy.run_path(path, run_name="__main__")
+                self._after_program(request, bundle)
             except SystemExit as e:
                 if e.code not in (None, 0):
                     error = UserError(ErrorKind.UserCodeError, f"the program called exit({e.code})", None)
@@ -227,6 +228,9 @@ class TritonPipeline(Pipeline):
 
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         """The language's own stages, before its kernels'."""
+
+    def _after_program(self, request: Request, bundle: Bundle) -> None:
+        """What the language compiles once the program has run (still captured)."""
 
     @staticmethod
     def _diagnostics_file(workdir: str) -> str:
@@ -355,6 +359,9 @@ class HelionPipeline(TritonPipeline):
                "else cuda:sm_90. A target this worker does not have is virtual: kernels are compiled, nothing runs, "
                "and Helion's default or first config is used (autotuning times candidates on a GPU).",
                choices=("auto", *(name for name, t in TARGETS.items() if t.is_cuda))),
+        Option("configs", "int", 1, "Configs of each kernel to compile: 1, the one chosen; N, that one and N-1 "
+               "sampled from Helion's config space for the kernel's inputs (seed 0), each with its own stages, "
+               "to diff any two.", minimum=1, maximum=8),
     )
 
     def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
@@ -365,6 +372,12 @@ class HelionPipeline(TritonPipeline):
         from compiler.triton.helion_kernels import HelionRecorder
         self._helion = HelionRecorder(virtual=not execute)
         stack.enter_context(self._helion.installed())
+
+    def _after_program(self, request: Request, bundle: Bundle) -> None:
+        total = int(request.options.get("configs", 1))
+        if total > 1:
+            bundle.progress(f"compiling {total - 1} sampled configs of each kernel")
+            self._helion.compile_samples(total)
 
     def _error(self, exc: BaseException, path: str, execute: bool, ctx: JobContext) -> UserError:
         """Helion runs the kernel's host code from its generated module: an error raised there (an
@@ -402,6 +415,10 @@ class HelionPipeline(TritonPipeline):
         from compiler.triton.helion_kernels import space_table
         modules = self._modules(path)
         counts: dict[str, int] = {}
+        if self._helion.failed_samples:
+            bundle.add("helion.failed_samples", "Sampled configs not compiled", "Helion", "text",
+                       "\n".join(self._helion.failed_samples) + "\n",
+                       meta={"count": len(self._helion.failed_samples)})
         for compiled in self._helion.compiles:
             counts[compiled.kernel] = counts.get(compiled.kernel, 0) + 1
         seen: dict[str, int] = {}
