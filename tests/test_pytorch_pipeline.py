@@ -548,6 +548,29 @@ def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first
         app.extensions["irscope"].runner.shutdown()
 
 
+def test_a_gpu_target_job_takes_the_virtual_device_the_warm_up_built(tmp_path, pytorch_toolchain_cache):
+    """The virtual CUDA device's C++ half depends on irscope's source and the installed torch only:
+    the trusted warm-up builds it into the toolchain cache, and a GPU-target job loads it from
+    there instead of running g++ itself."""
+    from compiler.targets import virtual_gpu
+    built = virtual_gpu.library_path(os.path.join(pytorch_toolchain_cache, virtual_gpu.RUNTIME_CACHE_DIR))
+    assert os.path.isfile(built), os.listdir(pytorch_toolchain_cache)
+    seed_toolchain_cache(pytorch_toolchain_cache, str(tmp_path / "var"))
+    app = make_app(tmp_path)
+    try:
+        source = ("import torch\n\n\ndef model(x):\n    return torch.sin(x) + 1\n\n\n"
+                  "example_inputs = (torch.randn(64),)\n")
+        response = app.test_client().post("/api/compile", json={"language": "pytorch", "source": source,
+                                                                "options": {"target": "cuda:sm_90"}})
+        job = wait_job(app.test_client(), response.get_json()["job"], timeout=600)
+        assert job["status"] == "done", job.get("error")
+        target = job["timings"]["target"]
+        assert target["virtual_device_from_toolchain_cache"] is True and target["virtual_device_build_s"] < 1
+        assert any(s["key"].startswith("triton.ptx:") for s in job["stages"])
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
 def test_the_first_job_after_a_start_waits_for_the_warm_up_and_says_so(first_job_after_start):
     """Submitted the moment a server started on a fresh data directory, the job did not build the
     toolchain beside the warm-up: its page said it was warming up, it waited, then ran seeded

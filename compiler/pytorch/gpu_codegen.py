@@ -48,6 +48,7 @@ def install(gpu: GpuTarget, runtime: Any, bundle: Bundle) -> None:
     info = describe_target(gpu, executed=False, real=None)
     info["notes"] = list(virtual_gpu.FIDELITY_NOTES)
     info["virtual_device_build_s"] = runtime.seconds
+    info["virtual_device_from_toolchain_cache"] = runtime.prebuilt
     bundle.timing("target", info)
 
 

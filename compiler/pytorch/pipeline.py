@@ -143,8 +143,7 @@ class PyTorchPipeline(Pipeline):
         probes = toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
         # A GPU target on a worker without that GPU needs the virtual device's C++ half: g++ builds it
         # from torch's headers while torch is imported (left unused when the worker has the GPU).
-        runtime = virtual_gpu.RuntimeBuild(os.path.join(ctx.workdir, "virtual-cuda")) \
-            if options["target"] != "host" else None
+        runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir) if options["target"] != "host" else None
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -260,6 +259,8 @@ class PyTorchPipeline(Pipeline):
             raise error
         if ctx.export_toolchain_cache:  # the trusted warm-up job only
             toolchain_cache.export(cache_dir, header_dir, ctx.export_toolchain_cache)
+            # the virtual CUDA device's C++ half: irscope's own source against this torch, built once
+            virtual_gpu.RuntimeBuild(os.path.join(ctx.export_toolchain_cache, virtual_gpu.RUNTIME_CACHE_DIR)).wait()
             return
         if run_mode.compile_only:
             return  # nothing ran: no run times, only Inductor's estimates (above)

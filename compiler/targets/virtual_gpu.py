@@ -155,21 +155,24 @@ def install_compile_only_triton(target: GpuTarget) -> Any:
 RUNTIME_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "virtual_cuda.cpp")
 
 
+RUNTIME_CACHE_DIR = "virtual_cuda"  # in the toolchain cache: the library the trusted warm-up built
+
+
 class RuntimeBuild:
     """The C++ half of the virtual CUDA device (virtual_cuda.cpp: CUDA hooks and a device guard),
     compiled against the installed PyTorch by g++ in the background. It needs torch's headers,
-    not torch itself, so the build starts before torch is imported and overlaps the import."""
+    not torch itself, so the build starts before torch is imported and overlaps the import.
+    It depends on nothing but that source and the installed torch: the trusted toolchain warm-up
+    builds it once into the toolchain cache, and a job finds it there (`for_job`)."""
 
     def __init__(self, directory: str):
+        self.path = library_path(directory)
         torch_dir = _torch_package_dir()
-        with open(RUNTIME_SOURCE, "rb") as f:
-            source = f.read()
-        key = hashlib.sha256(source + torch_dir.encode()).hexdigest()[:16]
-        self.path = os.path.join(directory, f"virtual_cuda-{key}.so")
         self.started = time.perf_counter()
         self.seconds = 0.0
+        self.prebuilt = os.path.exists(self.path)
         self._proc: subprocess.Popen | None = None
-        if os.path.exists(self.path):
+        if self.prebuilt:
             return
         os.makedirs(directory, exist_ok=True)
         lib = os.path.join(torch_dir, "lib")
@@ -188,6 +191,24 @@ class RuntimeBuild:
                                    f"failed: {output.decode(errors='replace')[-3000:]}")
             self._proc = None
         return self.path
+
+
+def library_path(directory: str) -> str:
+    """Where RuntimeBuild(directory) keeps its library: named by a hash of virtual_cuda.cpp and the
+    torch it is built against, so another torch or another source never finds a stale one."""
+    with open(RUNTIME_SOURCE, "rb") as f:
+        source = f.read()
+    key = hashlib.sha256(source + _torch_package_dir().encode()).hexdigest()[:16]
+    return os.path.join(directory, f"virtual_cuda-{key}.so")
+
+
+def runtime_for_job(toolchain_cache: str, workdir: str) -> RuntimeBuild:
+    """The toolchain cache's library when the warm-up built it (read-only there), else a build of
+    the job's own in its work directory."""
+    cached = os.path.join(toolchain_cache, RUNTIME_CACHE_DIR) if toolchain_cache else ""
+    if cached and os.path.exists(library_path(cached)):
+        return RuntimeBuild(cached)
+    return RuntimeBuild(os.path.join(workdir, "virtual-cuda"))
 
 
 def _torch_package_dir() -> str:

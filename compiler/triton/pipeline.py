@@ -366,7 +366,7 @@ class HelionPipeline(TritonPipeline):
 
     def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
         from compiler.targets import virtual_gpu
-        virtual_gpu.install_virtual_cuda(target, virtual_gpu.RuntimeBuild(os.path.join(ctx.workdir, "virtual-cuda")))
+        virtual_gpu.install_virtual_cuda(target, virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir))
 
     def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
         from compiler.triton.helion_kernels import HelionRecorder
