@@ -596,7 +596,10 @@ def test_toolchain_cache_seeds_probes_and_the_precompiled_header_without_changin
     cold = wait_job(compiled.cold_client, compiled.cold_id, timeout=900)
     warm = compiled.job("spare")
     assert cold["status"] == warm["status"] == "done", (cold["error"], warm["error"])
-    assert sorted(os.listdir(pytorch_toolchain_cache)) == ["isa_probes", "precompiled_headers"]
+    assert sorted(os.listdir(pytorch_toolchain_cache)) == ["isa_probes", "precompiled_headers", "virtual_cuda"]
+    from compiler.targets import virtual_gpu  # the virtual device's library, built from irscope's source: nothing else
+    library = virtual_gpu.library_path(os.path.join(pytorch_toolchain_cache, "virtual_cuda"))
+    assert os.listdir(os.path.dirname(library)) == [os.path.basename(library)]
     probes = os.listdir(os.path.join(pytorch_toolchain_cache, "isa_probes"))
     assert probes and all(_is_probe(os.path.join(pytorch_toolchain_cache, "isa_probes", e)) for e in probes), probes
     headers = sorted(os.listdir(os.path.join(pytorch_toolchain_cache, "precompiled_headers")))
