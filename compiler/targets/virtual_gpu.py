@@ -163,7 +163,7 @@ class RuntimeBuild:
     compiled against the installed PyTorch by g++ in the background. It needs torch's headers,
     not torch itself, so the build starts before torch is imported and overlaps the import.
     It depends on nothing but that source and the installed torch: the trusted toolchain warm-up
-    builds it once into the toolchain cache, and a job finds it there (`for_job`)."""
+    builds it once into the toolchain cache, and a job finds it there (`runtime_for_job`)."""
 
     def __init__(self, directory: str):
         self.path = library_path(directory)
