@@ -23,7 +23,7 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser dow
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
-LANGUAGES = ("pytorch", "triton", "gluon", "helion", "hlo", "stablehlo", "jax")
+LANGUAGES = ("pytorch", "triton", "gluon", "helion", "cute", "hlo", "stablehlo", "jax")
 JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
 # Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
 DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile", "guards", "resources"}

@@ -185,7 +185,7 @@ def take_background(request, start: Callable[[str], Background], tmp_path_factor
 
 # --- the examples gallery's lessons, compiled once per session -------------------------------------
 
-ALL_LANGUAGES = "pytorch,triton,gluon,helion,hlo,stablehlo,jax"
+ALL_LANGUAGES = "pytorch,triton,gluon,helion,cute,hlo,stablehlo,jax"
 
 
 @dataclass

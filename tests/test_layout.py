@@ -24,7 +24,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMPILER_PACKAGES = ("pytorch", "triton", "xla", "fake", "imports")
+COMPILER_PACKAGES = ("pytorch", "triton", "cute", "xla", "fake", "imports")
 TOPS = ("irscope", "app", "service", "compiler", "viewers")
 # What the web side may not reach: the host side of running jobs.
 HOST_SIDE = ("service.sandbox", "service.cgroups", "service.job_dir", "service.job_process", "service.spares",

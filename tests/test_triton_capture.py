@@ -6,8 +6,9 @@ import os
 import pytest
 
 from compiler import mlir_passes, mlir_text
+from compiler.nvidia_tools import parse_ptxas_log
 from compiler.triton import gpu_lines
-from compiler.triton.kernel_stages import parse_amdgcn_usage, parse_ptxas_log
+from compiler.triton.kernel_stages import parse_amdgcn_usage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

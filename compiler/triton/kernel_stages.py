@@ -11,7 +11,7 @@ from typing import Any, Callable
 import msgspec
 
 from compiler import formats, mlir_passes, mlir_text
-from compiler.nvidia_tools import cubin_resource_usage, disassemble_sass
+from compiler.nvidia_tools import cubin_resource_usage, disassemble_sass, parse_ptxas_log
 from compiler.pipeline import Bundle
 from compiler.targets import occupancy
 from compiler.triton import gpu_lines
@@ -22,14 +22,6 @@ def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:
     """name -> the integer the first match of its pattern captures, for the patterns that match."""
     found = {key: re.search(pattern, text) for key, pattern in patterns.items()}
     return {key: int(m.group(1)) for key, m in found.items() if m}
-
-
-def parse_ptxas_log(log: str) -> dict[str, int]:
-    """Registers, barriers, spills, stack from ptxas -v's `ptxas info` lines."""
-    patterns = {"registers": r"Used (\d+) registers", "barriers": r"used (\d+) barriers",
-                "spill_stores_bytes": r"(\d+) bytes spill stores", "spill_loads_bytes": r"(\d+) bytes spill loads",
-                "stack_frame_bytes": r"(\d+) bytes stack frame", "shared_bytes_static": r"(\d+) bytes smem"}
-    return _first_ints(patterns, log)
 
 
 def parse_amdgcn_usage(asm: str) -> dict[str, int]:
@@ -66,7 +58,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
 
     base_meta = {"kernel": record.name, "hash": record.hash, "target": _target_name(record.metadata.get("target")),
                  **(extra_meta or {})}
-    located = _IrLinks(qualifier)
+    located = IrLinks(qualifier)
 
     if python_source is not None:
         text, first = python_source
@@ -228,14 +220,17 @@ def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], gro
                meta={"count": len(rows), "spilling": spilling})
 
 
-class _IrLinks:
+class IrLinks:
     """The IR location maps of one kernel's stages as they are written, and how many located lines
-    of each stage link to a line of each earlier stage (`meta["ir_links"]`, shown on the page)."""
+    of each stage link to a line of each earlier stage (`meta["ir_links"]`, shown on the page).
+    A stage is `<prefix>.<ext>:<qualifier>` (`triton.ptx:add_kernel`, `cute.ptx:add`)."""
 
-    _TITLES = {"ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX", "amdgcn": "AMDGCN", "sass": "SASS"}
+    _TITLES = {"ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX", "amdgcn": "AMDGCN", "sass": "SASS",
+               "ir": "CuTe IR"}
 
-    def __init__(self, qualifier: str):
+    def __init__(self, qualifier: str, prefix: str = "triton"):
         self.qualifier = qualifier
+        self.prefix = prefix
         self.earlier: list[tuple[str, set[str]]] = []  # (ext, chains of that stage)
 
     def meta(self, ext: str, chains_by_line: dict[int, list[mlir_text.Chain]], source: str) -> dict[str, Any]:
@@ -247,7 +242,7 @@ class _IrLinks:
         for earlier_ext, earlier in self.earlier:
             reach = {c: any(formats.chains_linked(c, e) for e in earlier) for c in record.chains}
             linked = sum(1 for chains in by_line.values() if any(reach[c] for c in chains))
-            links.append({"stage": f"triton.{earlier_ext}:{self.qualifier}", "title": self._TITLES[earlier_ext],
+            links.append({"stage": f"{self.prefix}.{earlier_ext}:{self.qualifier}", "title": self._TITLES[earlier_ext],
                           "linked_lines": linked, "located_lines": len(by_line)})
         self.earlier.append((ext, set(record.chains)))
         return {"ir_locations": msgspec.to_builtins(record), "ir_links": links}

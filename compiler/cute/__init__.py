@@ -1,0 +1,1 @@
+"""NVIDIA's CuTe DSL (the `cute` language): its run, capture and stages."""

@@ -1,0 +1,137 @@
+"""The stages of what CuTe DSL compiled: `cute.ir/ir_clean/ptx/sass/metadata:<function>` per
+compiled `@cute.jit` function, `cute.launches`, and the job's `kernels.resources` (one row per
+kernel: a function's cubin holds every kernel it launches)."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import msgspec
+
+from compiler import formats, mlir_text
+from compiler.cute.capture import CompiledFunction, Launch
+from compiler.nvidia_tools import cubin_resource_usage_by_function, disassemble_sass, parse_ptxas_log_by_function
+from compiler.pipeline import Bundle
+from compiler.targets import GpuTarget, occupancy
+from compiler.triton import gpu_lines
+from compiler.triton.kernel_stages import IrLinks, write_resource_table
+
+GROUP = "CuTe"
+_MANGLED = re.compile(r"_(?:tensor|Tensor|FakeTensor|ptr|Ptr|Int|Float|Uint|Boolean|Numeric|\d+$)")
+
+
+def short_name(mangled: str, prefix: str) -> str:
+    """The Python name in CuTe's mangled one: `kernel_cutlass_add_kernel_tensorptrf16..._0` ->
+    `add_kernel` (for display; the metadata keeps the whole name)."""
+    name = mangled.removeprefix(prefix)
+    cut = _MANGLED.search(name)
+    return name[:cut.start()] if cut and cut.start() > 0 else name
+
+
+def qualifiers(compiled: list[CompiledFunction], python_names: dict[str, str]) -> list[str]:
+    """`<function>` for each compile, `<function>.<n>` from a function's second compile on."""
+    seen: dict[str, int] = {}
+    out = []
+    for function in compiled:
+        base = python_names.get(function.name) or short_name(function.name, "cutlass_")
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.append(base if n == 0 else f"{base}.{n}")
+    return out
+
+
+def _entries(ptx: str) -> list[tuple[str, int | None]]:
+    """Each kernel of a PTX module with its threads per block (`.reqntid` / `.maxntid`), in order."""
+    out = []
+    for m in re.finditer(r"^\.visible \.entry (\S+?)\(", ptx, re.M):
+        after = ptx[m.end():m.end() + 20000]
+        body_start = after.find("{")
+        dims = re.search(r"\.(?:reqntid|maxntid)\s+([\d,\s]+)", after[:body_start if body_start >= 0 else None])
+        threads = math.prod(int(d) for d in dims.group(1).replace(" ", "").split(",") if d) if dims else None
+        out.append((m.group(1), threads))
+    return out
+
+
+def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], launches: list[Launch],
+                          python_names: dict[str, str], remarks: str, path: str, workdir: str, target: GpuTarget,
+                          target_info: dict[str, Any]) -> None:
+    ptxas = parse_ptxas_log_by_function(remarks)
+    rows: list[formats.KernelResource] = []
+    names = qualifiers(compiled, python_names)
+    for function, qualifier in zip(compiled, names):
+        bundle.progress(f"writing stages of {qualifier}")
+        base_meta = {"function": function.name, "target": target.name, "cute_arch": target_info.get("cute_arch"),
+                     "virtual": target_info["virtual"]}
+        located = IrLinks(qualifier, prefix="cute")
+        if function.ir is not None:
+            bundle.add(f"cute.ir:{qualifier}", f"CuTe IR {qualifier}", GROUP, "mlir", function.ir,
+                       source_map=mlir_text.source_map(function.ir, path),
+                       meta={**base_meta, **located.meta("ir", mlir_text.line_location_chains(function.ir),
+                                                         "MLIR loc() attributes"),
+                             "source": "CUTE_DSL_KEEP=ir-debug: the module as traced, before any pass"})
+        if function.ir_clean is not None:
+            bundle.add(f"cute.ir_clean:{qualifier}", f"CuTe IR, canonicalized {qualifier}", GROUP, "mlir",
+                       function.ir_clean, meta={**base_meta, "source": "CUTE_DSL_KEEP=ir: after canonicalize and "
+                                                "cse; its locations name the printed module ('-'), not your file"})
+        sass = ""
+        if function.ptx is not None:
+            bundle.add(f"cute.ptx:{qualifier}", f"PTX {qualifier}", GROUP, "ptx", function.ptx,
+                       source_map=gpu_lines.ptx_source_map(function.ptx, path),
+                       meta={**base_meta, **located.meta("ptx", gpu_lines.ptx_location_chains(function.ptx),
+                                                         ".loc directives"),
+                             "ptx_target": _first(r"^\.target\s+(\S+)", function.ptx),
+                             "ptx_version": _first(r"^\.version\s+(\S+)", function.ptx)})
+        usage: dict[str, dict[str, int]] = {}
+        if function.cubin is not None:
+            sass = disassemble_sass(function.cubin, workdir)
+            bundle.add(f"cute.sass:{qualifier}", f"SASS {qualifier}", GROUP, "sass", sass,
+                       source_map=gpu_lines.sass_source_map(sass, path),
+                       meta={**base_meta, **located.meta("sass", gpu_lines.sass_location_chains(sass, path),
+                                                         "nvdisasm --print-line-info (file and line, no column)"),
+                             "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)"})
+            usage = cubin_resource_usage_by_function(function.cubin, workdir)
+        kernels, function_rows = [], []
+        for kernel, threads in _entries(function.ptx or ""):
+            row = _resource_row(qualifier, kernel, threads, usage.get(kernel, {}), ptxas.get(kernel, {}), target)
+            function_rows.append(row)
+            kernels.append({"kernel": kernel, "threads_per_block": threads, "cubin_resource_usage": usage.get(kernel),
+                            "ptxas": ptxas.get(kernel), "registers": row.registers,
+                            "spill_stores_bytes": row.spill_stores_bytes, "spill_loads_bytes": row.spill_loads_bytes,
+                            "occupancy": msgspec.to_builtins(row.occupancy) if row.occupancy else None})
+        calls = [launch for launch in launches if launch.function == function.name]
+        bundle.add(f"cute.metadata:{qualifier}", f"Metadata {qualifier}", GROUP, "json",
+                   {"function": function.name, "target": target.name, "cute_arch": target_info.get("cute_arch"),
+                    "kernels": kernels, "calls": [msgspec.to_builtins(c) for c in calls]},
+                   meta={**base_meta, "spills": any(r.spills for r in function_rows)})
+        rows.extend(function_rows)
+    write_resource_table(bundle, rows, GROUP, note="one row per kernel of each compiled @cute.jit function")
+    bundle.add("cute.launches", "Calls", "Run", "json", [msgspec.to_builtins(launch) for launch in launches],
+               source_map=[], meta={"count": len(launches), **target_info,
+                                    "note": "on a virtual target each call is compiled and recorded, not run"
+                                    if target_info["virtual"] else "each call ran on the worker's GPU"})
+
+
+def _resource_row(qualifier: str, kernel: str, threads: int | None, usage: dict[str, int], ptxas: dict[str, int],
+                  target: GpuTarget) -> formats.KernelResource:
+    warps = math.ceil(threads / target.warp_size) if threads else None
+    registers = usage.get("REG", ptxas.get("registers"))
+    static = usage.get("SHARED", ptxas.get("shared_bytes_static"))
+    stores, loads = ptxas.get("spill_stores_bytes"), ptxas.get("spill_loads_bytes")
+    occ = None
+    if registers is not None and warps:
+        estimate = occupancy.nvidia(int(target.arch), warps, int(registers), int(static or 0), target.warp_size)
+        occ = msgspec.convert(estimate, formats.Occupancy) if estimate else None
+    return formats.KernelResource(
+        kernel=f"{qualifier}/{short_name(kernel, 'kernel_cutlass_')}", stage=f"cute.metadata:{qualifier}",
+        target=target.name, num_warps=warps, registers=registers, spill_stores_bytes=stores, spill_loads_bytes=loads,
+        stack_bytes=usage.get("STACK", ptxas.get("stack_frame_bytes")), local_bytes=usage.get("LOCAL"),
+        static_shared_bytes=static, spills=bool(stores or loads), occupancy=occ,
+        source="cuobjdump --dump-resource-usage of the cubin (REG, SHARED, LOCAL, STACK), CuTe's ptxas report "
+               "(remarks{ptx}: spills), the PTX's .reqntid (threads per block); occupancy counts static shared "
+               "memory only: the dynamic shared memory of a launch is not in the cubin")
+
+
+def _first(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text, re.M)
+    return m.group(1) if m else None
