@@ -102,7 +102,7 @@
   });
   document.addEventListener("click", function (e) {
     var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");
-    if (el && !e.target.closest(".no")) {
+    if (el && !e.target.closest(".ln > .no")) {
       var line = parseInt(el.dataset.src, 10);
       editor.scrollIntoView({line: line - 1, ch: 0}, 80);
       editor.setCursor({line: line - 1, ch: 0});
@@ -344,7 +344,7 @@
     wanted = null;
   }
   document.addEventListener("click", function (e) {
-    var no = e.target.closest && e.target.closest("#results .pane pre.code .ln .no");
+    var no = e.target.closest && e.target.closest("#results .pane pre.code .ln > .no");
     if (!no) { return; }
     var pane = no.closest(".pane"), ln = no.closest(".ln"), art = no.closest(".artifact");
     var line = parseInt(ln.dataset.line, 10);

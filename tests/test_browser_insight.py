@@ -63,6 +63,28 @@ def test_the_kernel_resources_table_shows_each_kernel_and_opens_its_metadata(wat
     assert f'"registers": {first["registers"]}' in page.inner_text("#pane .artifact-body")
 
 
+def test_a_cute_kernels_ptx_and_sass_opcodes_carry_their_help(watched):
+    """The CuTe DSL example on a virtual H100: each PTX and SASS opcode is a link to NVIDIA's
+    reference titled with its description; SASS registers are not drawn as line numbers."""
+    page = watched.page
+    job_id = compile_in_page(page, "cute")
+    open_stage(page, "cute.ptx:add")
+    ptx = raw_stage(page, job_id, "cute.ptx:add")["text"]
+    store = page.locator('#pane .artifact-body a.isa-op:has-text("st.global.b16")').first
+    assert store.get_attribute("href").startswith("https://docs.nvidia.com/cuda/parallel-thread-execution/")
+    assert store.get_attribute("title").startswith("st.global.b16: Store registers")
+    instructions = [line for line in ptx.splitlines()
+                    if line.startswith("\t") and not line.startswith("\t.") and line.strip().endswith(";")]
+    assert page.locator("#pane .artifact-body a.isa-op").count() == len(instructions) > 10
+    open_stage(page, "cute.sass:add")
+    load = page.locator('#pane .artifact-body a.isa-op:has-text("LDG")').first
+    assert "Load from global memory" in load.get_attribute("title")
+    assert load.get_attribute("href").startswith("https://docs.nvidia.com/cuda/cuda-binary-utilities/")
+    # a register (pygments' Name.Constant, class "no") is code, not a line number
+    register = page.locator("#pane .artifact-body .tx .no").first
+    assert register.evaluate("e => getComputedStyle(e).display") == "inline"
+
+
 def test_hovering_a_ttgir_line_lights_the_ptx_it_became(watched, shots):
     page = watched.page
     job_id = compile_in_page(page, "triton")

@@ -251,3 +251,30 @@ def test_lesson_comparison_diffs_the_stages_it_names(lesson_jobs, slug):
     # the same pair always gives the same comparison
     again = client.post("/api/comparisons", json={"a": {"job": body["a"]["id"]}, "b": {"job": body["b"]["id"]}})
     assert again.status_code == 200 and again.get_json()["id"] == comparison
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_every_opcode_of_the_lessons_ptx_and_sass_has_help(lesson_jobs):
+    """Each instruction line of every PTX and SASS stage the lessons show: its opcode is found and
+    the viewer links it to a description of its own and to the vendor's reference."""
+    import viewers
+    from viewers import isa
+    missing: dict[str, set[str]] = {"ptx": set(), "sass": set()}
+    seen = {"ptx": 0, "sass": 0}
+    for (slug, side), job_id in lesson_jobs.ids.items():
+        for stage in lesson_jobs.store.get_job(job_id).stages:
+            if stage.format not in missing:
+                continue
+            text = lesson_jobs.store.stage_text(job_id, stage.key)[1]
+            for line in text.splitlines():
+                found = isa.opcode(line, stage.format)
+                if found is None:
+                    continue
+                seen[stage.format] += 1
+                if isa.describe(found[2], stage.format) is None:
+                    missing[stage.format].add(found[2].split(".")[0])
+            markup = viewers.render(stage.format, text, {})
+            assert 'class="isa-op"' in markup and "https://docs.nvidia.com/cuda/" in markup, (slug, stage.key)
+    assert seen["ptx"] > 1000 and seen["sass"] > 1000, seen
+    assert missing == {"ptx": set(), "sass": set()}

@@ -15,9 +15,14 @@ from viewers import code, graph, guards, memory, mesh, profile, resources, timel
 Viewer = Callable[[str, dict[str, Any]], str]
 
 
-def _code(lexer: str) -> Viewer:
+# The code formats whose lines are machine instructions, each opcode with its help (viewers/isa.py).
+_INSTRUCTIONS = {"ptx": "ptx", "sass": "sass"}
+
+
+def _code(lexer: str, fmt: str) -> Viewer:
     return lambda text, meta: code.render(text, lexer, meta.get("source_map"), ir_locations=meta.get("ir_locations"),
-                                          ir_links=meta.get("ir_links"), first_line=int(meta.get("first_line", 1)))
+                                          ir_links=meta.get("ir_links"), first_line=int(meta.get("first_line", 1)),
+                                          instructions=_INSTRUCTIONS.get(fmt))
 
 
 # The formats that are not code, by name; every code format is drawn by its lexer.
@@ -32,7 +37,7 @@ _DRAWN: dict[str, Viewer] = {
 }
 
 VIEWERS: dict[str, Viewer] = {
-    name: _DRAWN[name] if name in _DRAWN else _code(fmt.lexer or "text") for name, fmt in formats.FORMATS.items()
+    name: _DRAWN[name] if name in _DRAWN else _code(fmt.lexer or "text", name) for name, fmt in formats.FORMATS.items()
 }
 
 

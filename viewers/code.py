@@ -18,6 +18,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from compiler import formats
+from viewers import isa
 from viewers.lexers import HloLexer, MlirLexer
 
 _CUSTOM = {"mlir": MlirLexer, "hlo": HloLexer}
@@ -33,8 +34,10 @@ def lexer_for(name: str) -> Lexer:
         return get_lexer_by_name("text", stripnl=False, ensurenl=False)
 
 
-def highlighted_lines(text: str, lexer_name: str) -> list[str]:
-    """The text as a list of HTML fragments, one per line, highlighted by pygments."""
+def highlighted_lines(text: str, lexer_name: str, instructions: str | None = None) -> list[str]:
+    """The text as a list of HTML fragments, one per line, highlighted by pygments. With
+    `instructions` ("ptx" or "sass"), each line's opcode is a link to its reference with a one-line
+    description (viewers/isa.py)."""
     lines: list[list[tuple]] = [[]]
     for token, value in lex(text, lexer_for(lexer_name)):
         parts = value.split("\n")
@@ -45,7 +48,31 @@ def highlighted_lines(text: str, lexer_name: str) -> list[str]:
                 lines[-1].append((token, part))
     if len(lines) > 1 and not lines[-1] and text.endswith("\n"):
         lines.pop()
-    return [pygments_format(tokens, _FORMATTER).rstrip("\n") for tokens in lines]
+    if instructions is None:
+        return [pygments_format(tokens, _FORMATTER).rstrip("\n") for tokens in lines]
+    return [_with_instruction_help(tokens, instructions) for tokens in lines]
+
+
+def _with_instruction_help(tokens: list[tuple], dialect: str) -> str:
+    """A line's markup with its opcode wrapped in `<a class="isa-op" title=... href=...>`."""
+    line = "".join(value for _, value in tokens)
+    found = isa.opcode(line, dialect)
+    help_ = isa.describe(found[2], dialect) if found else None
+    if found is None or help_ is None:
+        return pygments_format(tokens, _FORMATTER).rstrip("\n")
+    start, end, mnemonic = found
+    parts: list[list[tuple]] = [[], [], []]  # before, the opcode, after
+    at = 0
+    for token, value in tokens:
+        for cut_from, cut_to, part in ((0, start, 0), (start, end, 1), (end, len(line), 2)):
+            lo, hi = max(at, cut_from), min(at + len(value), cut_to)
+            if lo < hi:
+                parts[part].append((token, value[lo - at:hi - at]))
+        at += len(value)
+    text, url = help_
+    html = [pygments_format(p, _FORMATTER).rstrip("\n") if p else "" for p in parts]
+    return (f'{html[0]}<a class="isa-op" href="{escape(url)}" target="_blank" rel="noopener noreferrer" '
+            f'title="{escape(mnemonic)}: {escape(text)}">{html[1]}</a>{html[2]}')
 
 
 def _locations(value: object) -> tuple[dict[int, list[str]], str]:
@@ -86,12 +113,12 @@ def _source_ref(sources: list[int] | None) -> str:
 
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
            max_lines: int = 20000, ir_locations: object = None, ir_links: object = None,
-           first_line: int = 1) -> str:
+           first_line: int = 1, instructions: str | None = None) -> str:
     """Highlighted, numbered lines. `source_map` pairs (artifact line, source line), 1-based; an
     artifact line may map to several source lines, the first one colours it. `ir_locations` (stage
     meta) gives each line its location chains (`data-locs`); `ir_links` how many of them reach
     each earlier stage. `first_line` is the number of the text's first line (a page of a longer
-    stage)."""
+    stage). `instructions` ("ptx", "sass") links each line's opcode to its description."""
     locations, files = _locations(ir_locations)
     by_line: dict[int, list[int]] = {}
     for artifact_line, source_line in source_map or []:
@@ -100,7 +127,7 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
     truncated = len(all_lines) > max_lines
     shown = "\n".join(all_lines[:max_lines]) if truncated else text
     rows = []
-    for number, html in enumerate(highlighted_lines(shown, lexer_name), start=first_line):
+    for number, html in enumerate(highlighted_lines(shown, lexer_name, instructions), start=first_line):
         sources = by_line.get(number)
         attrs = f' data-src="{sources[0]}" data-srcs="{" ".join(map(str, sources))}"' if sources else ""
         if number in locations:
