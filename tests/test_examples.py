@@ -262,7 +262,7 @@ def test_every_opcode_of_the_lessons_ptx_and_sass_has_help(lesson_jobs):
     from viewers import isa
     missing: dict[str, set[str]] = {"ptx": set(), "sass": set()}
     seen = {"ptx": 0, "sass": 0}
-    for (slug, side), job_id in lesson_jobs.ids.items():
+    for (slug, _side), job_id in lesson_jobs.ids.items():
         for stage in lesson_jobs.store.get_job(job_id).stages:
             if stage.format not in missing:
                 continue
