@@ -100,11 +100,14 @@ class Pipeline:
     source_markers: tuple[str, ...] = ()
     example: str = ""
     # irscope's own source for a trusted warm-up job that fills the toolchain cache (see
-    # compiler/runner.warm_toolchain); None where the pipeline has nothing worth sharing.
+    # service/runner.py: WarmUps); None where the pipeline has nothing worth sharing.
     warmup_source: str | None = None
-    # Modules a spare worker imports before it is handed a job (see compiler/runner.Spares). A
+    # Modules a spare worker imports before it is handed a job (see service/spares.py). A
     # pipeline lists them only if its environment() does not depend on the request.
     prewarm_modules: tuple[str, ...] = ()
+    # The kinds of spare worker kept ready ("": the plain one; a pipeline may warm others, e.g.
+    # one per GPU target, that prepare_spare makes and spare_kind hands jobs to).
+    spare_kinds: tuple[str, ...] = ("",)
     # A language whose jobs are made from an uploaded file (the `import` language), never from a
     # pasted source: POST /api/compile refuses it; the runner copies `inputs(request)` into the job.
     made_by_upload: bool = False
@@ -123,22 +126,25 @@ class Pipeline:
         TORCH_TRACE, XLA_FLAGS and the like. `workdir` is the job's private scratch directory."""
         return {}
 
-    def spare_fits(self, request: Request) -> bool:
-        """Whether a spare worker, made ready by prepare_spare before any job existed, may run
-        `request`; otherwise the job starts a worker of its own."""
-        return True
+    def spare_kind(self, request: Request) -> str | None:
+        """Which of the pipeline's `spare_kinds` of spare worker, made ready by prepare_spare before
+        any job existed, may run `request` ("" is the plain one); None: the job starts a worker
+        of its own."""
+        return ""
 
     def uses_toolchain_cache(self, request: Request) -> bool:
         """Whether a job of `request` is seeded from the toolchain cache the warm-up builds (a job
         arriving while the warm-up runs then waits for it rather than build the same beside it)."""
         return self.warmup_source is not None
 
-    def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
-        """A spare worker, before any job exists (environment() already set): get the process
-        ready. Here: import `prewarm_modules`. A pipeline may do more (a warm-up compile of its own
-        code) provided nothing of it can reach the job the process is later handed."""
+    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "") -> None:
+        """A spare worker of `kind` (one of `spare_kinds`), before any job exists (environment()
+        already set): get the process ready. Here: import `prewarm_modules`. A pipeline may do more
+        (a warm-up compile of its own code) provided nothing of it can reach the job the process
+        is later handed."""
         for module in self.prewarm_modules:
             importlib.import_module(module)
+
     def inputs(self, request: Request) -> dict[str, str]:
         """Uploads the job reads: file name in the job's `inputs/` -> the upload's sha256. The
         runner writes them there before the worker starts (JobContext.inputs_dir)."""

@@ -54,14 +54,16 @@ def environment_settings(environ: Mapping[str, str]) -> ProcessSettings:
     )
 
 
-def prewarm(language: str, scratch: str, toolchain_cache: str, job_dir: str) -> None:
-    """A spare worker: set the pipeline's environment and let the pipeline get the process ready
-    (import its compiler, maybe a warm-up compile of its own code) before any job exists, so the
-    job it is later handed does not wait for that. Only pipelines whose environment() does not
-    depend on the request declare prewarm_modules. Then say so (model.SPARE_READY) for the runner."""
+def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str) -> None:
+    """A spare worker (`spare_for`: its language, or `<language>@<kind>`): set the pipeline's
+    environment and let the pipeline get the process ready (import its compiler, maybe a warm-up
+    compile of its own code) before any job exists, so the job it is later handed does not wait for
+    that. Only pipelines whose environment() does not depend on the request declare prewarm_modules.
+    Then say so (model.SPARE_READY) for the runner."""
+    language, _, kind = spare_for.partition("@")
     pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
-    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache))
+    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind))
     with open(os.path.join(job_dir, SPARE_READY), "w", encoding="utf-8"):
         pass
 

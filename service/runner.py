@@ -26,7 +26,7 @@ from service import cgroups, job_process, sandbox
 from service import job_dir as job_dirs
 from service.bundle_reader import BundleReader, BundleRuleError
 from service.job_process import PROJECT_ROOT, RunnerConfig
-from service.spares import Spares
+from service.spares import Spares, spare_key
 from service.store import Job, Store
 from service.toolchain import toolchain
 from service.toolchain_cache import warm_toolchain
@@ -84,10 +84,14 @@ class LocalRunner:
             self.warm_ups.announce(languages)
 
         def work() -> None:
+            # every language's first kind of spare first (they warm up one at a time, in this order)
             for language in languages:
                 if warm:
                     _logged(self.warm_ups.build, language)
-                _logged(self.spares.fill, language)
+                _logged(self.spares.fill, spare_key(language, registry.get(language).spare_kinds[0]))
+            for language in languages:
+                for kind in registry.get(language).spare_kinds[1:]:
+                    _logged(self.spares.fill, spare_key(language, kind))
         # A thread that lives as long as the runner: bubblewrap's --die-with-parent kills a sandbox
         # when the thread that started it ends, and this one starts the first spares.
         self.background.submit(work)
@@ -182,8 +186,9 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     waited = 0.0
     if warm_ups is not None and pipeline.uses_toolchain_cache(job.request):
         waited = warm_ups.wait(job.request.language, lambda text: store.set_running(job.id, text))
-    fits = pipeline.spare_fits(job.request)
-    spare = spares.take(job.request.language) if spares and fits else None
+    kind = pipeline.spare_kind(job.request)
+    key = spare_key(job.request.language, kind) if kind is not None else None
+    spare = spares.take(key) if spares and key is not None else None
     ready = spare is not None and spare.ready
     taken = spare.describe() if spare is not None else None
     if spare is not None:
@@ -288,8 +293,8 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     store.finish_job(job.id, error, timings)
     if not config.keep_job_dirs:
         job_dirs.release(job_dir)
-    if spares is not None:
-        _logged(spares.fill, job.request.language)
+    if spares is not None and key is not None:
+        _logged(spares.fill, key)
 
 
 def _prepared(stage: Stage, text: str, config: RunnerConfig) -> str:

@@ -93,10 +93,11 @@ SETTINGS: tuple[Setting, ...] = (
                                           "kept per toolchain version and host (CPU flags, C++ compiler)."),
     Setting("spare_workers", 2, "Sandboxed job processes kept started per language, each waiting for exactly one "
                                 "job with its compiler imported and warmed up on irscope's own code (PyTorch: a "
-                                "compile, then a reset; nothing of it reaches the job); a taken one is replaced at "
-                                "once, so back-to-back jobs find one ready. One spare of any language warms up at a "
-                                "time, the languages in the order of `languages` (0: start every job's process on "
-                                "demand)."),
+                                "compile, then a reset; nothing of it reaches the job; as many again for jobs on "
+                                "the virtual cuda:sm_90, which install that device before their warm-up); a taken "
+                                "one is replaced at once, so back-to-back jobs find one ready. One spare of any "
+                                "language warms up at a time, the languages in the order of `languages` (0: start "
+                                "every job's process on demand)."),
     Setting("spare_memory_mb", 4096, "The most resident memory all spares together may hold, in MiB (each one's is "
                                      "read from its cgroup; no more spares start past it). 0: no bound."),
     _job("measure_s", "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "

@@ -4,8 +4,11 @@ job file). No two jobs ever share a process.
 
 A taken spare is replaced at once (refilled eagerly), so a user pressing Compile again as soon as
 a job ends, or the next student of a class, finds one ready: `spare_workers` of them are kept per
-language while their memory together stays under `spare_memory_mb` (each one's resident memory is
-read from its cgroup, and reported with the job it serves).
+language and kind while their memory together stays under `spare_memory_mb` (each one's resident
+memory is read from its cgroup, and reported with the job it serves).
+
+Spares are filed by key: the language, or `<language>@<kind>` for a pipeline's other kinds of spare
+(`pytorch@cuda:sm_90`: one that installed a virtual H100 before its warm-up; Pipeline.spare_kinds).
 """
 from __future__ import annotations
 
@@ -21,6 +24,16 @@ from service import job_dir as job_dirs
 from service import job_process, sandbox
 from service.job_process import RunnerConfig
 from service.toolchain import toolchain
+
+
+def spare_key(language: str, kind: str) -> str:
+    """The key spares of `language` and `kind` are filed under (also the IRSCOPE_SPARE_FOR they
+    are started with)."""
+    return f"{language}@{kind}" if kind else language
+
+
+def key_language(key: str) -> str:
+    return key.split("@", 1)[0]
 
 
 @dataclass
@@ -42,7 +55,7 @@ class Spare:
 
 
 class Spares:
-    """The spares of every language."""
+    """The spares of every language and kind, by key (`spare_key`)."""
 
     def __init__(self, config: RunnerConfig):
         self.config = config
@@ -62,7 +75,7 @@ class Spares:
         language is filled again in the order they were first asked for, so the server's first
         language gets its spares first), and their memory together (the largest a ready spare was
         seen with, for each) stays within `spare_memory_mb`."""
-        if self.config.spare_workers <= 0 or not registry.get(language).prewarm_modules:
+        if self.config.spare_workers <= 0 or not registry.get(key_language(language)).prewarm_modules:
             return
         try:
             self._starter.submit(self._fill_now, language)
@@ -153,7 +166,8 @@ class Spares:
     def _start(self, language: str) -> Spare:
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
         job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
-        env, binds = job_process.environment(self.config, language, toolchain(language), IRSCOPE_SPARE_FOR=language)
+        env, binds = job_process.environment(self.config, key_language(language), toolchain(key_language(language)),
+                                             IRSCOPE_SPARE_FOR=language)
         # The wall clock starts when the spare is handed a job, not while it waits for one.
         proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job, clock=False)
         return Spare(job_dir, proc, time.monotonic())

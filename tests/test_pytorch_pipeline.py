@@ -261,9 +261,10 @@ def _has_torch_loaded(pid: int) -> bool:
 class Compiled:
     """The module's jobs, submitted at once; `job(name)` waits for one and returns its JSON."""
 
-    def __init__(self, app, ids: dict[str, str], cold_app, cold_id: str, spare_before):
+    def __init__(self, app, ids: dict[str, str], cold_app, cold_id: str, spare_before, cold_gpu_id: str = ""):
         self.app, self.client, self.ids = app, app.test_client(), ids
         self.cold_app, self.cold_client, self.cold_id = cold_app, cold_app.test_client(), cold_id
+        self.cold_gpu_id = cold_gpu_id  # the cold app's job of VIRTUAL_SM90
         self.spare_before = spare_before
         self.svc = app.extensions["irscope"]
 
@@ -282,22 +283,25 @@ def compiled(tmp_path_factory, pytorch_toolchain_cache):
     cold_app = make_app(tmp_path_factory.mktemp("cold"), workers=1)
     cold = cold_app.test_client().post("/api/compile", json={"language": "pytorch", "source": SPARE_MODEL,
                                                              "options": SPARE_OPTIONS})
+    cold_gpu = cold_app.test_client().post("/api/compile", json={"language": "pytorch", "source": VIRTUAL_SM90,
+                                                                 "options": {"target": "cuda:sm_90"}})
     data = tmp_path_factory.mktemp("warm") / "var"
     seed_toolchain_cache(pytorch_toolchain_cache, str(data))
     app = make_app(data.parent, workers=2, spare_workers=1, warm_toolchain_cache=True)
     spares = app.extensions["irscope"].runner.spares
     deadline = time.monotonic() + 600  # wait for a condition, with a bound: the spare's import and warm-up
-    while time.monotonic() < deadline and not spares.ready("pytorch"):
+    while time.monotonic() < deadline and not (spares.ready("pytorch") and spares.ready("pytorch@cuda:sm_90")):
         time.sleep(0.2)
     spare = spares.waiting("pytorch")[0]
     assert spares.ready("pytorch") and _has_torch_loaded(spare.proc.pid), "the spare worker never got ready"
+    assert spares.ready("pytorch@cuda:sm_90"), "the virtual H100's spare never got ready"
     client = app.test_client()
     ids = {}
     for name, (source, options) in JOBS.items():
         response = client.post("/api/compile", json={"language": "pytorch", "source": source, "options": options})
         assert response.status_code in (200, 202), (name, response.get_json())
         ids[name] = response.get_json()["job"]
-    yield Compiled(app, ids, cold_app, cold.get_json()["job"], spare)
+    yield Compiled(app, ids, cold_app, cold.get_json()["job"], spare, cold_gpu.get_json()["job"])
     waiting = spares.waiting("pytorch")
     app.extensions["irscope"].runner.shutdown()
     cold_app.extensions["irscope"].runner.shutdown()
@@ -665,6 +669,34 @@ def test_warmed_spare_compiles_every_stage_as_a_cold_worker(compiled):
                                                               "inductor.pre_grad"))}
     assert any(k.startswith("aot.backward_graph:2/") for k in keys)  # the frame after the break has a backward too
     assert "between the graphs" in compiled.text("spare", "run.stdout")
+
+
+def test_a_virtual_gpu_spare_compiles_every_stage_as_a_cold_worker(compiled):
+    """The virtual-H100 spare installed the device and compiled irscope's own model on it (Triton
+    kernels to PTX and SASS) before its job existed, then reset. Its job, the only one for
+    cuda:sm_90, has a cold worker's stages: the same keys in the same order and the same texts, up
+    to what two cold runs vary (ptxas's own compile time in its log)."""
+    cold = wait_job(compiled.cold_client, compiled.cold_gpu_id, timeout=900)
+    warm = compiled.job("virtual_sm90")
+    assert cold["status"] == warm["status"] == "done", (cold["error"], warm["error"])
+    assert warm["timings"]["job"]["worker"] == "pre-started" and warm["timings"]["job"]["worker_was_ready"]
+    report = warm["timings"]["compile"]["worker_warm_up"]
+    assert report["virtual_device"] == "cuda:sm_90" and report["warm_up_compile_s"] > 0
+    assert warm["timings"]["target"]["virtual_device_installed_by"] == "the spare worker, before its warm-up"
+    assert cold["timings"]["target"]["virtual_device_installed_by"] == "this job"
+    keys = [s["key"] for s in warm["stages"] if s["key"] not in _RUN_RECORDS]
+    assert keys == [s["key"] for s in cold["stages"] if s["key"] not in _RUN_RECORDS]
+    assert any(k.startswith("triton.sass:triton_poi_fused_add_mul_sin_0.") for k in keys)
+    ptxas_time = re.compile(r"Compile time = [0-9.]+ ms|\"compile_times_ms\": \{[^}]*\}|\"compile_total_ms\": [0-9.]+")
+    differ = []
+    for key in keys:
+        a = compiled.text("virtual_sm90", key)
+        b = stage_text(compiled.cold_client, compiled.cold_gpu_id, key)
+        if a != b:
+            assert ptxas_time.sub("<t>", _varying_masked(a)) == ptxas_time.sub("<t>", _varying_masked(b)), key
+            differ.append(key)
+    assert set(differ) <= {k for k in keys if k.startswith(("dynamo.guards", "dynamo.bytecode", "inductor.pre_grad",
+                                                              "triton.metadata:"))}, differ
 
 
 def test_pre_started_worker_is_used_once_and_replaced(compiled):

@@ -228,6 +228,22 @@ def test_every_inductor_kernel_config_has_its_resources(results):
             assert occ["warps_per_sm"] == occ["blocks_per_sm"] * row["num_warps"] > 0 and occ["limited_by"]
 
 
+def test_kernel_stages_are_written_as_each_kernel_compiles(results):
+    """Each kernel config's stages reach the bundle the moment Triton compiles it, while the compile
+    still runs: before the program's output (written once the compile returned), with the configs
+    of each kernel numbered in compile order, and the resource table after the last of them."""
+    for name in COMPILES:
+        r = results[name]
+        keys = [s["key"] for s in r.manifest["stages"]]
+        ptx = [k for k in keys if k.startswith("triton.ptx:")]
+        assert len(ptx) >= 3, name
+        assert keys.index(ptx[-1]) < keys.index("run.stdout"), name
+        assert keys.index("kernels.resources") > keys.index(ptx[-1])
+        for kernel in {k.split(":", 1)[1].rsplit(".", 1)[0] for k in ptx}:
+            numbers = [int(k.rsplit(".", 1)[1]) for k in ptx if k.split(":", 1)[1].rsplit(".", 1)[0] == kernel]
+            assert numbers == list(range(len(numbers))), (name, kernel, numbers)
+
+
 def test_targets_differ_where_the_hardware_does(results):
     """Same model, three architectures: the PTX targets differ and sm_90's heuristics see its own
     device properties (Inductor reads the SM count into the wrapper's grid sizes where it uses it)."""

@@ -12,6 +12,7 @@ to PTX and SASS, each compilation captured like the triton language's kernels
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from compiler.pipeline import Bundle, OptionError
@@ -39,16 +40,42 @@ def virtual_target(name: str, options: dict[str, Any]) -> GpuTarget:
     return gpu
 
 
-def install(gpu: GpuTarget, runtime: Any, bundle: Bundle) -> None:
-    """Install the virtual device (irreversible: the worker runs one job) and say so in the
-    `target` timing. `runtime` is the virtual_gpu.RuntimeBuild started before torch was imported."""
+_installed: tuple[GpuTarget, Any, float] | None = None  # (target, its RuntimeBuild, install seconds)
+
+
+def installed() -> GpuTarget | None:
+    """The virtual device this process installed already (a spare worker installs one before its
+    warm-up), or None."""
+    return _installed[0] if _installed else None
+
+
+def install_device(gpu: GpuTarget, runtime: Any) -> None:
+    """Install the virtual device, once per process (irreversible: the worker runs one job)."""
+    global _installed
     from compiler.targets import virtual_gpu
-    bundle.progress(f"installing the virtual {gpu.name}")
+    started = time.perf_counter()
     virtual_gpu.install_virtual_cuda(gpu, runtime)
+    _installed = (gpu, runtime, time.perf_counter() - started)
+
+
+def install(gpu: GpuTarget, runtime: Any, bundle: Bundle) -> None:
+    """Install the virtual device, unless this spare worker did before its warm-up, and say which
+    in the `target` timing. `runtime` is the virtual_gpu.RuntimeBuild started before torch was
+    imported (None when the device is installed already)."""
+    from compiler.targets import virtual_gpu
+    by_spare = _installed is not None
+    if by_spare and _installed[0].name != gpu.name:  # the runner hands a spare jobs of its own target only
+        raise RuntimeError(f"this worker installed a virtual {_installed[0].name}, not {gpu.name}")
+    if not by_spare:
+        bundle.progress(f"installing the virtual {gpu.name}")
+        install_device(gpu, runtime)
+    target, build, seconds = _installed
     info = describe_target(gpu, executed=False, real=None)
     info["notes"] = list(virtual_gpu.FIDELITY_NOTES)
-    info["virtual_device_build_s"] = runtime.seconds
-    info["virtual_device_from_toolchain_cache"] = runtime.prebuilt
+    info["virtual_device_build_s"] = build.seconds
+    info["virtual_device_from_toolchain_cache"] = build.prebuilt
+    info["virtual_device_install_s"] = round(seconds, 3)
+    info["virtual_device_installed_by"] = "the spare worker, before its warm-up" if by_spare else "this job"
     bundle.timing("target", info)
 
 
@@ -57,23 +84,44 @@ def fidelity_note() -> str:
     return " ".join(virtual_gpu.FIDELITY_NOTES)
 
 
-def write_kernel_stages(bundle: Bundle, records: list[Any], workdir: str, gpu: GpuTarget) -> None:
-    """`triton.<stage>:<kernel>.<config>` for every Triton compilation captured while Inductor
-    loaded its generated modules (every autotune config of every kernel, forward and backward)."""
-    from compiler.triton.capture import qualifiers
-    from compiler.triton.kernel_stages import write_kernel_stages as write_stages
-    from compiler.triton.kernel_stages import write_resource_table
-    rows = []
-    for record, qualifier in zip(records, qualifiers(records, always_number=True)):
-        bundle.progress(f"writing stages of {qualifier}")
-        source = _read(record.source_file)
-        rows.append(write_stages(bundle, record, qualifier, workdir, record.source_file,
-                                 python_source=(source, 1) if source else None,
-                                 extra_meta={"virtual": True, "executed": False, "device": gpu.product,
-                                             "source_map_into": f"triton.source:{qualifier}",
-                                             "note": SOURCE_MAP_NOTE},
-                                 group="Kernels"))
-    write_resource_table(bundle, rows, "Kernels", note="every autotune config Inductor compiled is a row of its own")
+class KernelStages:
+    """`triton.<stage>:<kernel>.<config>` for every Triton compilation Inductor's generated modules
+    trigger as they load (every autotune config of every kernel, forward and backward), each written
+    the moment its compilation ends (KernelCapture's `on_compiled`), so the first kernel's PTX is on
+    the page while the others still compile; `finish` adds the job's resource table. A failure to
+    write a kernel's stages does not reach Triton's compile: it is raised by `finish`."""
+
+    def __init__(self, bundle: Bundle, workdir: str, gpu: GpuTarget):
+        self.bundle, self.workdir, self.gpu = bundle, workdir, gpu
+        self.rows: list[Any] = []
+        self._compiles: dict[str, int] = {}  # kernel name -> its compilations so far
+        self._failure: BaseException | None = None
+
+    def write(self, record: Any) -> None:
+        from compiler.triton.kernel_stages import write_kernel_stages as write_stages
+        n = self._compiles.get(record.name, 0)
+        self._compiles[record.name] = n + 1
+        qualifier = f"{record.name}.{n}"
+        self.bundle.progress(f"kernel config {len(self.rows) + 1} compiled ({qualifier}); writing its stages")
+        if self._failure is not None:
+            return
+        try:
+            source = _read(record.source_file)
+            self.rows.append(write_stages(self.bundle, record, qualifier, self.workdir, record.source_file,
+                                          python_source=(source, 1) if source else None,
+                                          extra_meta={"virtual": True, "executed": False, "device": self.gpu.product,
+                                                      "source_map_into": f"triton.source:{qualifier}",
+                                                      "note": SOURCE_MAP_NOTE},
+                                          group="Kernels"))
+        except Exception as e:  # noqa: BLE001 - kept for finish(): Triton's compile must not see it
+            self._failure = e
+
+    def finish(self) -> None:
+        from compiler.triton.kernel_stages import write_resource_table
+        if self._failure is not None:
+            raise self._failure
+        write_resource_table(self.bundle, self.rows, "Kernels",
+                             note="every autotune config Inductor compiled is a row of its own")
 
 
 def _read(path: str) -> str:

@@ -37,7 +37,7 @@ from compiler.pytorch import (
 from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
-from compiler.targets import virtual_gpu
+from compiler.targets import DEFAULT_VIRTUAL_TARGET, virtual_gpu
 from compiler.triton.capture import KernelCapture
 from compiler.user_code import CappedText, captured_stdout, is_out_of_memory, run_source, user_error, write_user_file
 
@@ -82,6 +82,9 @@ class PyTorchPipeline(Pipeline):
     toolchain_packages = ("torch", "triton")
     warmup_source = toolchain_cache.WARMUP_SOURCE
     prewarm_modules = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+    # A plain spare (warmed up on the host) and one that installed the default virtual GPU first
+    # and warmed up on it (compiler/pytorch/spare_warmup.py), for the GPU target people iterate on.
+    spare_kinds = ("", DEFAULT_VIRTUAL_TARGET)
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",
@@ -122,17 +125,21 @@ class PyTorchPipeline(Pipeline):
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
         }
 
-    def spare_fits(self, request: Request) -> bool:
-        # The spare's warm-up compiled for the host; a GPU target installs its (virtual) device
-        # before anything is compiled, so it gets a worker whose process compiled nothing yet.
-        return request.options.get("target", "host") == "host"
+    def spare_kind(self, request: Request) -> str | None:
+        # The plain spare's warm-up compiled for the host. A GPU target installs its (virtual)
+        # device before anything is compiled, so it gets a spare that installed that device before
+        # its warm-up (compiled on it), or a worker whose process compiled nothing yet.
+        target = request.options.get("target", "host")
+        if target == "host":
+            return ""
+        return target if target in self.spare_kinds else None
 
     def uses_toolchain_cache(self, request: Request) -> bool:
         # the CPU probes and the precompiled header serve C++ kernels: the host target's
         return request.options.get("target", "host") == "host"
 
-    def prepare_spare(self, workdir: str, toolchain_cache: str) -> None:
-        spare_warmup.warm(workdir, toolchain_cache)
+    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "") -> None:
+        spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None)
 
     def run(self, request: Request, ctx: JobContext) -> None:
         options, bundle = request.options, ctx.bundle
@@ -142,8 +149,11 @@ class PyTorchPipeline(Pipeline):
         cache_dir = _inductor_cache_dir(ctx.workdir)
         probes = toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
         # A GPU target on a worker without that GPU needs the virtual device's C++ half: g++ builds it
-        # from torch's headers while torch is imported (left unused when the worker has the GPU).
-        runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir) if options["target"] != "host" else None
+        # from torch's headers while torch is imported (left unused when the worker has the GPU),
+        # unless this worker is a spare that installed the device before its warm-up.
+        preinstalled = gpu_codegen.installed()
+        runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir) \
+            if options["target"] != "host" and preinstalled is None else None
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -166,7 +176,7 @@ class PyTorchPipeline(Pipeline):
                                                    "inference graphs for AOTInductor")
         gpu = None  # the virtual GPU, when the target is a GPU this worker does not have
         if options["target"] != "host":
-            if torch.cuda.is_available():
+            if preinstalled is None and torch.cuda.is_available():
                 bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
                                          "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
                                          "virtual": False, "executed": True})
@@ -213,7 +223,9 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)" + (" on fake tensors" if run_mode.compile_only
                                                                          else ""))
         sink = CappedText(ctx.settings.output_bytes)
-        capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes")) if gpu is not None else None
+        kernels = gpu_codegen.KernelStages(bundle, ctx.workdir, gpu) if gpu is not None else None
+        capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"),
+                                on_compiled=kernels.write) if kernels is not None else None
         notes = [compile_only.NOTE] if run_mode.compile_only else []
         if gpu is not None:
             notes.append(gpu_codegen.fidelity_note())
@@ -243,8 +255,8 @@ class PyTorchPipeline(Pipeline):
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         entries = stream.finish(artifact_logs.texts(logs))
         _write_estimates(bundle, estimates.graphs(scheduler_estimates), torch_trace.compile_ids(entries))
-        if capture is not None and gpu is not None:
-            gpu_codegen.write_kernel_stages(bundle, capture.ordered(), ctx.workdir, gpu)
+        if kernels is not None:
+            kernels.finish()
         timings = compile_timings(entries)
         timings["import_torch_s"] = round(import_s, 3)
         timings["run_source_s"] = round(run_source_s, 3)

@@ -22,6 +22,13 @@ undoes everything of that compile that could reach the job:
 What is kept depends only on the toolchain and the host: imported modules, registered patterns,
 the ISA probe results, the precompiled header. tests/test_pytorch_pipeline.py compiles the same
 model in a cold worker and a warmed one and compares every stage.
+
+A spare for a GPU target (`gpu_target`, on a host without a CUDA device) installs the virtual
+device first, as a job for that target does before anything is compiled, and compiles irscope's
+model on it, compile-only on fake tensors as such a job does: Triton's compiler, its NVIDIA
+backend and ptxas are loaded and run once. The device stays (it depends on the target only);
+the Triton cache of the warm-up goes with the rest of its scratch directory. On a host with a
+CUDA device the GPU spare imports only: the job uses the real device, which no warm-up touched.
 """
 from __future__ import annotations
 
@@ -47,16 +54,31 @@ def report() -> dict[str, Any] | None:
     return _report
 
 
-def warm(workdir: str, toolchain: str) -> None:
-    """Import PyTorch's compiler and compile irscope's own model once, then reset (module doc)."""
+def warm(workdir: str, toolchain: str, gpu_target: str | None = None) -> None:
+    """Import PyTorch's compiler and compile irscope's own model once (on the virtual `gpu_target`
+    when given), then reset (module doc)."""
     global _report
     started = time.perf_counter()
+    runtime = None
+    if gpu_target:  # the virtual device's C++ half: from the toolchain cache, or built beside the import
+        from compiler.targets import virtual_gpu
+        runtime = virtual_gpu.runtime_for_job(toolchain, workdir)
     import torch
     import torch._dynamo
     import torch._inductor.codecache
     import torch._inductor.compile_fx  # noqa: F401 - imported for the job
     import torch._inductor.config as inductor_config
     imported = time.perf_counter()
+    device = None
+    if gpu_target and not torch.cuda.is_available():
+        from compiler.pytorch import gpu_codegen
+        gpu_codegen.install_device(gpu_codegen.virtual_target(gpu_target, {}), runtime)
+        device = gpu_target
+    if gpu_target and device is None:  # a real CUDA device: the job's own, untouched
+        _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
+                   "what": "a spare worker imported torch before this job arrived (no warm-up compile: the "
+                           "job's GPU is real and no warm-up touched it)"}
+        return
 
     job_env = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     scratch = os.path.join(workdir, "spare-warm-up")
@@ -72,7 +94,7 @@ def warm(workdir: str, toolchain: str) -> None:
         with warnings.catch_warnings(), torch._inductor.debug.reset_provenance_globals(), \
                 inductor_config.patch({"trace.provenance_tracking_level": 1}):
             artifact_logs.install(torch)  # the job installs its own collector; this one is dropped
-            _compile_once(torch)
+            _compile_once(torch, on_virtual_gpu=device is not None)
     finally:
         compiled = time.perf_counter()
         torch._dynamo.reset()
@@ -92,11 +114,14 @@ def warm(workdir: str, toolchain: str) -> None:
         gc.collect()
     _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": round(compiled - imported, 3),
                "reset_s": round(time.perf_counter() - compiled, 3), "counters_rewound": rewound,
-               "what": "a spare worker imported torch and compiled irscope's own model, then reset Dynamo, "
-                       "Inductor's caches, counters and the trace before this job arrived"}
+               "what": "a spare worker imported torch and compiled irscope's own model"
+                       + (f" on the virtual {device} it installed first" if device else "")
+                       + ", then reset Dynamo, Inductor's caches, counters and the trace before this job arrived"}
+    if device:
+        _report["virtual_device"] = device
 
 
-def _compile_once(torch: Any) -> None:
+def _compile_once(torch: Any, on_virtual_gpu: bool = False) -> None:
     """irscope's own model (never user code): a block with parameters, so the warm-up goes through
     AOTAutograd's joint graph and partitioner, Inductor's pattern matchers, an extern matmul and one
     fused pointwise C++ kernel, as a typical model does. One kernel, not several: each more is one
@@ -114,7 +139,16 @@ def _compile_once(torch: Any) -> None:
     with torch.random.fork_rng(devices=[]):  # initialising the parameters draws random numbers
         block = Block()
     x = torch.arange(64, dtype=torch.float32).reshape(4, 16) / 64
-    torch.compile(block)(x)
+    if not on_virtual_gpu:
+        torch.compile(block)(x)
+        return
+    # as a job for the virtual GPU compiles: fake tensors on the device, Inductor's compile-only backend
+    from compiler.pytorch import compile_only
+    mode = compile_only.fake_mode()
+    with mode:
+        model, inputs = compile_only.to_device(block, (x,), "cuda")
+    with mode:
+        torch.compile(model, backend=compile_only.inductor_backend(None, None, None))(*inputs)
 
 
 def _rng_states(torch: Any) -> dict[str, Any]:

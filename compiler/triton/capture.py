@@ -51,9 +51,10 @@ class KernelCapture:
     """Installs Triton's stage-inspection hook and compilation listener for the duration; each
     compilation becomes a CompiledRecord, in compilation order."""
 
-    def __init__(self, dump_dir: str):
+    def __init__(self, dump_dir: str, on_compiled: Callable[[CompiledRecord], None] | None = None):
         self.dump_dir = dump_dir
         self.records: dict[str, CompiledRecord] = {}
+        self.on_compiled = on_compiled  # called with each record as its compilation ends
         os.makedirs(dump_dir, exist_ok=True)
         # Triton prints the dumps to llvm::dbgs() (unbuffered stderr) unless MLIR_DUMP_PATH names a
         # file, which it opens once per process and buffers, so stage boundaries would blur.
@@ -126,6 +127,8 @@ class KernelCapture:
         # constexpr keys are index paths into the argument list: (4,) is the fifth parameter
         record.constants = {_path_name(k, names): _plain(v) for k, v in (getattr(src, "constants", None) or {}).items()}
         record.complete = True
+        if self.on_compiled is not None:
+            self.on_compiled(record)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["KernelCapture"]:
