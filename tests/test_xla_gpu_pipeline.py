@@ -131,6 +131,26 @@ def test_ptx_targets_sm_90_and_sass_comes_from_it(jobs):
     assert re.search(r"\bHMMA\.\d+\.F32\.BF16\b", jobs["lesson"].text("xla.sass"))
 
 
+def test_the_resource_table_holds_every_kernel_of_xlas_ptx(jobs):
+    """XLA:GPU's kernels, as every GPU job's: one row per kernel of every PTX module XLA dumped, with
+    the registers of the cubin the ptxas XLA used assembled and the occupancy on the target; the
+    dot's Triton GEMM fusion is marked."""
+    for name in ("lesson", "hlo_h100", "hlo_a100"):
+        job = jobs[name]
+        rows = job.data("kernels.resources")["kernels"]
+        entries = [(key, kernel) for key in job.stages if key.startswith("xla.ptx:")
+                   for kernel in re.findall(r"^\.visible \.entry (\S+?)\(", job.text(key), re.M)]
+        assert len(rows) == len(entries) >= 2, name
+        assert [(r["stage"], r["kernel"].removesuffix(" (Triton fusion)")) for r in rows] == entries
+        for row in rows:
+            assert row["registers"] > 0 and row["num_warps"] > 0, row
+            assert row["target"] == job.manifest["timings"]["target"]["name"], row
+            assert 0 < row["occupancy"]["percent"] <= 100 and row["occupancy"]["limited_by"], row
+        triton = [r for r in rows if r["kernel"].endswith(" (Triton fusion)")]
+        gemms = [d for d in job.stages["xla.fusions"]["meta"]["fusions"] if d["decision"].startswith("Triton")]
+        assert len(triton) >= 1 if gemms else not triton, (name, [r["kernel"] for r in rows])
+
+
 def test_lesson_each_all_reduce_overlaps_the_next_gradient_gemm(jobs):
     job = jobs["lesson"]
     entry = job.entry_schedule()

@@ -3,7 +3,6 @@ compiled `@cute.jit` function, `cute.launches`, and the job's `kernels.resources
 kernel: a function's cubin holds every kernel it launches)."""
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -11,13 +10,15 @@ import msgspec
 
 from compiler import formats, mlir_text
 from compiler.cute.capture import CompiledFunction, Launch
+from compiler.kernel_resources import NVIDIA_SOURCE, nvidia_row, ptx_entries, write_resource_table
 from compiler.nvidia_tools import cubin_resource_usage_by_function, disassemble_sass, parse_ptxas_log_by_function
 from compiler.pipeline import Bundle
-from compiler.targets import GpuTarget, occupancy
+from compiler.targets import GpuTarget
 from compiler.triton import gpu_lines
-from compiler.triton.kernel_stages import IrLinks, write_resource_table
+from compiler.triton.kernel_stages import IrLinks
 
 GROUP = "CuTe"
+_SOURCE = NVIDIA_SOURCE.replace("ptxas -v (spills)", "CuTe's ptxas report (remarks{ptx}: spills)")
 _MANGLED = re.compile(r"_(?:tensor|Tensor|FakeTensor|ptr|Ptr|Int|Float|Uint|Boolean|Numeric|\d+$)")
 
 
@@ -38,18 +39,6 @@ def qualifiers(compiled: list[CompiledFunction], python_names: dict[str, str]) -
         n = seen.get(base, 0)
         seen[base] = n + 1
         out.append(base if n == 0 else f"{base}.{n}")
-    return out
-
-
-def _entries(ptx: str) -> list[tuple[str, int | None]]:
-    """Each kernel of a PTX module with its threads per block (`.reqntid` / `.maxntid`), in order."""
-    out = []
-    for m in re.finditer(r"^\.visible \.entry (\S+?)\(", ptx, re.M):
-        after = ptx[m.end():m.end() + 20000]
-        body_start = after.find("{")
-        dims = re.search(r"\.(?:reqntid|maxntid)\s+([\d,\s]+)", after[:body_start if body_start >= 0 else None])
-        threads = math.prod(int(d) for d in dims.group(1).replace(" ", "").split(",") if d) if dims else None
-        out.append((m.group(1), threads))
     return out
 
 
@@ -92,8 +81,10 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
                              "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)"})
             usage = cubin_resource_usage_by_function(function.cubin, workdir)
         kernels, function_rows = [], []
-        for kernel, threads in _entries(function.ptx or ""):
-            row = _resource_row(qualifier, kernel, threads, usage.get(kernel, {}), ptxas.get(kernel, {}), target)
+        for kernel, threads in ptx_entries(function.ptx or ""):
+            row = nvidia_row(f"{qualifier}/{short_name(kernel, 'kernel_cutlass_')}", f"cute.metadata:{qualifier}",
+                             target.name, int(target.arch), target.warp_size, threads, usage.get(kernel, {}),
+                             ptxas.get(kernel, {}), source=_SOURCE)
             function_rows.append(row)
             kernels.append({"kernel": kernel, "threads_per_block": threads, "cubin_resource_usage": usage.get(kernel),
                             "ptxas": ptxas.get(kernel), "registers": row.registers,
@@ -110,26 +101,6 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
                source_map=[], meta={"count": len(launches), **target_info,
                                     "note": "on a virtual target each call is compiled and recorded, not run"
                                     if target_info["virtual"] else "each call ran on the worker's GPU"})
-
-
-def _resource_row(qualifier: str, kernel: str, threads: int | None, usage: dict[str, int], ptxas: dict[str, int],
-                  target: GpuTarget) -> formats.KernelResource:
-    warps = math.ceil(threads / target.warp_size) if threads else None
-    registers = usage.get("REG", ptxas.get("registers"))
-    static = usage.get("SHARED", ptxas.get("shared_bytes_static"))
-    stores, loads = ptxas.get("spill_stores_bytes"), ptxas.get("spill_loads_bytes")
-    occ = None
-    if registers is not None and warps:
-        estimate = occupancy.nvidia(int(target.arch), warps, int(registers), int(static or 0), target.warp_size)
-        occ = msgspec.convert(estimate, formats.Occupancy) if estimate else None
-    return formats.KernelResource(
-        kernel=f"{qualifier}/{short_name(kernel, 'kernel_cutlass_')}", stage=f"cute.metadata:{qualifier}",
-        target=target.name, num_warps=warps, registers=registers, spill_stores_bytes=stores, spill_loads_bytes=loads,
-        stack_bytes=usage.get("STACK", ptxas.get("stack_frame_bytes")), local_bytes=usage.get("LOCAL"),
-        static_shared_bytes=static, spills=bool(stores or loads), occupancy=occ,
-        source="cuobjdump --dump-resource-usage of the cubin (REG, SHARED, LOCAL, STACK), CuTe's ptxas report "
-               "(remarks{ptx}: spills), the PTX's .reqntid (threads per block); occupancy counts static shared "
-               "memory only: the dynamic shared memory of a launch is not in the cubin")
 
 
 def _first(pattern: str, text: str) -> str | None:

@@ -98,8 +98,9 @@ def import_tritonparse(ctx: JobContext, root: str, files: list[str]) -> dict[str
     """The stages of each compilation in a TritonParse trace, as the `triton` pipeline writes a
     kernel's (kernel_stages), source maps pointing into the kernel's own source."""
     from compiler.imports.tritonparse import looks_like_tritonparse, read_events
+    from compiler.kernel_resources import write_resource_table
     from compiler.triton.capture import qualifiers
-    from compiler.triton.kernel_stages import write_kernel_stages, write_resource_table
+    from compiler.triton.kernel_stages import write_kernel_stages
     traces = [f for f in files if looks_like_tritonparse(_first_line(os.path.join(root, f)))]
     if not traces:
         raise UserError(ErrorKind.InputError, "no TritonParse trace in the upload: a trace is one JSON event per line "

@@ -117,7 +117,7 @@ class KernelStages:
             self._failure = e
 
     def finish(self) -> None:
-        from compiler.triton.kernel_stages import write_resource_table
+        from compiler.kernel_resources import write_resource_table
         if self._failure is not None:
             raise self._failure
         write_resource_table(self.bundle, self.rows, "Kernels",

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import msgspec
 
 from compiler import formats, mlir_passes, mlir_text
+from compiler.kernel_resources import occupancy_record
 from compiler.nvidia_tools import cubin_resource_usage, disassemble_sass, parse_ptxas_log
 from compiler.pipeline import Bundle
 from compiler.targets import occupancy
@@ -39,7 +40,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                         map_to_user: Callable[[int], int | None] | None = None,
                         extra_meta: dict[str, Any] | None = None, group: str = "Triton") -> formats.KernelResource:
     """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`; returns
-    the kernel's row of the job's resource table (`write_resource_table`).
+    the kernel's row of the job's resource table (compiler/kernel_resources.py: `write_resource_table`).
 
     `source_map_file` is the file the compiler's locations must name for a line to be mapped.
     `python_source` is (text, first line in that file) for `triton.source`. `map_to_user` turns a
@@ -186,7 +187,7 @@ def resource_row(record: CompiledRecord, qualifier: str, metadata: dict[str, Any
         return formats.KernelResource(
             **common, registers=amd.get("vgpr_count"), sgprs=amd.get("sgpr_count"),
             local_bytes=amd.get("private_segment_bytes"), static_shared_bytes=amd.get("lds_bytes"), spills=spills,
-            occupancy=_occupancy(occupancy.amd(arch, amd.get("occupancy_waves"))),
+            occupancy=occupancy_record(occupancy.amd(arch, amd.get("occupancy_waves"))),
             source="the AMDGCN listing's kernel metadata (.vgpr_count, .sgpr_count, spill counts, "
                    ".private_segment_fixed_size, .group_segment_fixed_size) and LLVM's '; Occupancy:'")
     usage, ptxas = metadata.get("cubin_resource_usage") or {}, metadata.get("ptxas") or {}
@@ -196,28 +197,15 @@ def resource_row(record: CompiledRecord, qualifier: str, metadata: dict[str, Any
     occ = None
     if target.startswith("cuda:sm_") and registers is not None and warps:
         arch = int(re.sub(r"\D", "", target.split("_", 1)[1]) or 0)
-        occ = _occupancy(occupancy.nvidia(arch, int(warps), int(registers), int(static or 0) + int(dynamic or 0),
-                                          int(metadata.get("warp_size") or 32)))
+        occ = occupancy_record(occupancy.nvidia(arch, int(warps), int(registers),
+                                                int(static or 0) + int(dynamic or 0),
+                                                int(metadata.get("warp_size") or 32)))
     return formats.KernelResource(
         **common, registers=registers, spill_stores_bytes=stores, spill_loads_bytes=loads,
         stack_bytes=usage.get("STACK", ptxas.get("stack_frame_bytes")), local_bytes=usage.get("LOCAL"),
         static_shared_bytes=static, spills=bool(stores or loads), occupancy=occ,
         source="cuobjdump --dump-resource-usage of the cubin (REG, SHARED, LOCAL, STACK), ptxas -v (spills), "
                "Triton's metadata (num_warps, the dynamic shared memory of the launch)")
-
-
-def _occupancy(estimate: dict[str, Any] | None) -> formats.Occupancy | None:
-    return msgspec.convert(estimate, formats.Occupancy) if estimate else None
-
-
-def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], group: str, note: str = "") -> None:
-    """`kernels.resources`: one row per compiled kernel (each config its own), spilling ones flagged."""
-    if not rows:
-        return
-    spilling = [r.kernel for r in rows if r.spills]
-    bundle.add("kernels.resources", "Kernel resources", group, "resources",
-               formats.KernelResources(kernels=rows, note=note),
-               meta={"count": len(rows), "spilling": spilling})
 
 
 class IrLinks:

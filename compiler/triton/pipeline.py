@@ -26,11 +26,12 @@ import re
 from typing import Any
 
 from compiler.errors import ErrorKind
+from compiler.kernel_resources import write_resource_table
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target
 from compiler.triton.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
-from compiler.triton.kernel_stages import write_kernel_stages, write_resource_table
+from compiler.triton.kernel_stages import write_kernel_stages
 from compiler.triton.launches import LaunchRecorder
 
 SOURCE_NAME = "kernels.py"

@@ -97,24 +97,31 @@ def ptx_target(ptx: str) -> str | None:
     return m.group(1) if m else None
 
 
-def sass_of_ptx(ptx: str, ptxas: str, workdir: str) -> tuple[str, str]:
-    """(SASS listing, what ran): the PTX assembled by `ptxas` for its own `.target` (as XLA
-    assembles it), then listed by nvdisasm from the Triton wheel (compiler/nvidia_tools.py)."""
-    from compiler.nvidia_tools import disassemble_sass
+def sass_of_ptx(ptx: str, ptxas: str, workdir: str) -> tuple[str, str, list[dict[str, Any]]]:
+    """(SASS listing, what ran, each kernel's resources): the PTX assembled by `ptxas` for its own
+    `.target` (as XLA assembles it; `-v` prints what each kernel uses and changes nothing of the
+    cubin), then listed by nvidia's tools from the Triton wheel (compiler/nvidia_tools.py); per
+    kernel its threads per block, the cubin's resource usage and ptxas's report."""
+    from compiler.kernel_resources import ptx_entries
+    from compiler.nvidia_tools import cubin_resource_usage_by_function, disassemble_sass, parse_ptxas_log_by_function
     arch = ptx_target(ptx)
     if arch is None:
-        return "// the PTX names no .target\n", ""
+        return "// the PTX names no .target\n", "", []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         src, out = os.path.join(tmp, "module.ptx"), os.path.join(tmp, "module.cubin")
         with open(src, "w", encoding="utf-8") as f:
             f.write(ptx)
-        command = [ptxas, src, "-o", out, f"-arch={arch}"]
+        command = [ptxas, "-v", src, "-o", out, f"-arch={arch}"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            return f"// ptxas failed:\n{done.stderr}", " ".join(command)
+            return f"// ptxas failed:\n{done.stderr}", " ".join(command), []
         with open(out, "rb") as f:
             cubin = f.read()
-    return disassemble_sass(cubin, workdir), f"ptxas {os.path.basename(src)} -arch={arch}"
+    report = parse_ptxas_log_by_function(done.stdout + done.stderr)
+    usage = cubin_resource_usage_by_function(cubin, workdir)
+    kernels = [{"kernel": name, "threads_per_block": threads, "cubin_resource_usage": usage.get(name, {}),
+                "ptxas": report.get(name, {})} for name, threads in ptx_entries(ptx)]
+    return disassemble_sass(cubin, workdir), f"ptxas -v {os.path.basename(src)} -arch={arch}", kernels
 
 
 def triton_ir(pass_dump: str) -> dict[str, Any]:

@@ -323,7 +323,7 @@ class XlaPipeline(Pipeline):
             self._code_stages(bundle, index, dump_dir)
         else:
             self._gpu_code_stages(bundle, index, dump_dir, opt_module, dict(map(tuple, hlo_map(optimized))),
-                                  ctx.workdir)
+                                  ctx.workdir, gpu)
         graph_drawing.add_graph(bundle, "xla.graph", "HLO graph", "XLA", result["dot"],
                                 meta={"note": "jaxlib._hlo.hlo_module_to_dot_graph of the optimized module's entry "
                                               "computation, laid out by Graphviz"})
@@ -497,7 +497,7 @@ class XlaPipeline(Pipeline):
                                    "; XLA dumped no latency-hiding schedule (the scheduler did not run)"))
 
     def _gpu_code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str,
-                         module: hlo_text.HloText, opt_pairs: dict[int, int], workdir: str) -> None:
+                         module: hlo_text.HloText, opt_pairs: dict[int, int], workdir: str, gpu: Any) -> None:
         decisions = gpu_code.fusion_decisions(module)
         counts: dict[str, int] = {}
         for d in decisions:
@@ -556,7 +556,8 @@ class XlaPipeline(Pipeline):
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
                 listings = list(pool.map(lambda m: gpu_code.sass_of_ptx(m[2], ptxas, workdir), modules))
             sass_parts = [f"// ===== PTX {key} ({file}): {ran}\n{sass}"
-                          for (key, file, _), (sass, ran) in zip(modules, listings)]
+                          for (key, file, _), (sass, ran, _) in zip(modules, listings)]
+            self._resource_table(bundle, gpu, modules, [kernels for _, _, kernels in listings], decisions)
         if sass_parts:
             text = "\n".join(sass_parts)
             if len(text) > dump_stages.MAX_ASM_BYTES:
@@ -566,6 +567,24 @@ class XlaPipeline(Pipeline):
                              "note": "XLA's dumped PTX assembled by the ptxas XLA used (xla_gpu_cuda_data_dir) for "
                                      "the PTX's own .target, listed by nvdisasm from the Triton wheel; XLA does not "
                                      "dump its cubin"})
+
+    @staticmethod
+    def _resource_table(bundle: Bundle, gpu: Any, modules: list[tuple[str, str, str]],
+                        kernels: list[list[dict[str, Any]]], decisions: list[dict[str, Any]]) -> None:
+        """`kernels.resources`: every kernel of XLA's PTX modules (its fusions, Triton's among them)."""
+        from compiler.kernel_resources import NVIDIA_SOURCE, nvidia_row, write_resource_table
+        # XLA names a fusion's kernel after its instruction, '.' and '-' made '_'
+        triton = {re.sub(r"[.-]", "_", d["name"]) for d in decisions if str(d.get("decision", "")).startswith("Triton")}
+        rows = []
+        for (key, _, ptx), found in zip(modules, kernels):
+            arch = int(re.sub(r"\D", "", gpu_code.ptx_target(ptx) or "") or 0)
+            for kernel in found:
+                label = f"{kernel['kernel']} (Triton fusion)" if kernel["kernel"] in triton else kernel["kernel"]
+                rows.append(nvidia_row(label, f"xla.ptx:{key}", gpu.name, arch, 32, kernel["threads_per_block"],
+                                       kernel["cubin_resource_usage"], kernel["ptxas"],
+                                       source=NVIDIA_SOURCE.replace("ptxas -v", "ptxas -v (the ptxas XLA used)")))
+        write_resource_table(bundle, rows, "Code", note="every kernel of XLA's PTX modules, assembled by the ptxas "
+                                                        "XLA used; Triton fusions are marked")
 
 
 class HloPipeline(XlaPipeline):
