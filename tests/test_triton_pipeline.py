@@ -105,6 +105,26 @@ def bad(x_ptr):
 bad[(1,)](torch.empty(128, device="cuda"))
 '''
 
+# A Hopper-only instruction in inline PTX on an A100: ptxas refuses it; the error names line 10.
+WGMMA_ON_SM80 = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fence(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.inline_asm_elementwise("wgmma.fence.sync.aligned; mov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+    tl.store(x_ptr + offs, y)
+
+
+x = torch.zeros(128, device="cuda", dtype=torch.int32)
+fence[(1,)](x, BLOCK=128)
+'''
+
 # The same matmul twice: as ptxas allocates it (168 registers on sm_90), and held to 96 registers
 # with Triton's `maxnreg`, so ptxas spills the accumulator to local memory.
 SPILLS = ("import torch\nimport triton\nimport triton.language as tl\n\n\n"
@@ -183,6 +203,7 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", READS_VALUES, os.path.join(base, "reads_values")))
     plan.append(("cuda:sm_100", KERNELS, os.path.join(base, "sm_100")))
     plan.append(("cuda:sm_90", COMPILE_ERROR, os.path.join(base, "compile_error")))
+    plan.append(("cuda:sm_80", WGMMA_ON_SM80, os.path.join(base, "wgmma_on_sm80")))
     plan.append(("cuda:sm_90", SPILLS, os.path.join(base, "spills")))
     # Gluon's own example, as the `gluon` language offers it: a row softmax whose layout is written
     # out for 32-thread warps, so on gfx942 (64-thread wavefronts) the layout is wrong
@@ -216,7 +237,7 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
-    for name in ("reads_values", "compile_error", "spills", "gluon", "gluon_layout_error", "helion",
+    for name in ("reads_values", "compile_error", "wgmma_on_sm80", "spills", "gluon", "gluon_layout_error", "helion",
                  "helion_wrong_shapes", "helion_configs"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
@@ -535,6 +556,18 @@ def test_triton_compile_error_names_the_users_line(jobs):
     assert error["kind"] == "CompileError"
     assert error["line"] == _line(COMPILE_ERROR, "tl.arange(0, 100)")
     assert "power of 2" in error["message"]
+
+
+def test_an_instruction_the_target_lacks_names_the_users_line(jobs):
+    """wgmma exists from sm_90 on: on an A100 ptxas refuses the PTX, and the error names the line of
+    the inline asm (through the PTX's .loc) and the launch, with ptxas's own reason."""
+    job = jobs["wgmma_on_sm80"]
+    error = job.error
+    line = _line(WGMMA_ON_SM80, "tl.inline_asm_elementwise(")
+    assert error["kind"] == "CompileError" and error["line"] == line, error
+    assert error["message"].startswith(f"line {line}: ptxas rejected the PTX of kernel fence: Instruction "
+                                       "'wgmma.fence' not supported on .target 'sm_80'"), error
+    assert f"launched at line {_line(WGMMA_ON_SM80, 'fence[(1,)]')}" in error["message"]
 
 
 def test_syntax_error_names_its_line(tmp_path):

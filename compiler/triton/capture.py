@@ -36,6 +36,7 @@ class CompiledRecord:
     constants: dict[str, Any] = field(default_factory=dict)
     signature: dict[str, str] = field(default_factory=dict)
     complete: bool = False
+    ptx_given_to_ptxas: str = ""  # the PTX the cubin stage assembles (kept for ptxas's errors)
 
     def asm(self, ext: str) -> str | bytes | None:
         """A stage's output as Triton stored it (text, or bytes for cubin/hsaco)."""
@@ -89,6 +90,7 @@ class KernelCapture:
                 return result
             if ext == "cubin":
                 from triton import knobs
+                record.ptx_given_to_ptxas = src if isinstance(src, str) else ""
                 log = io.StringIO()
                 previous = knobs.nvidia.dump_ptxas_log
                 knobs.nvidia.dump_ptxas_log = True  # Triton prints ptxas -v's log; keep it

@@ -107,6 +107,7 @@ class TritonPipeline(Pipeline):
         Option("target", "choice", "auto", _target_help(), choices=("auto", *TARGETS)),
     )
     _launched: list[Any] = []  # the JITFunctions the failing run had reached (for compile errors)
+    _capture: KernelCapture | None = None  # the run's capture (for ptxas's errors)
 
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         return {
@@ -146,7 +147,7 @@ class TritonPipeline(Pipeline):
         target_info = describe_target(target, execute, real, torch.cuda.get_device_name(0) if execute else None)
         bundle.timing("target", target_info)
 
-        capture = KernelCapture(os.path.join(workdir, "mlir-passes"))
+        capture = self._capture = KernelCapture(os.path.join(workdir, "mlir-passes"))
         recorder = LaunchRecorder(path, execute)
         sink = user_code.CappedText(ctx.settings.output_bytes)
         error: UserError | None = None
@@ -203,6 +204,9 @@ class TritonPipeline(Pipeline):
                     message += f"\n{diagnostic}" if diagnostic else ""
                 return UserError(ErrorKind.CompileError, message, line)
             current = current.__cause__ or current.__context__
+        rejected = self._ptxas_error(exc, path)
+        if rejected is not None:
+            return rejected
         error = user_code.user_error(exc, path, ctx.settings)
         message = f"{type(exc).__name__}: {exc}"
         if not execute and re.search(r"DataDependent|data-dependent|not linked with support for cuda|"
@@ -211,6 +215,31 @@ class TritonPipeline(Pipeline):
                               "shapes and dtypes only, no values; nothing ran, so results cannot be read or "
                               "printed. Kernels compiled before this line are shown.)", error.error.line)
         return error
+
+    def _ptxas_error(self, exc: BaseException, path: str) -> UserError | None:
+        """ptxas rejected a kernel's PTX ("line 43; error : Instruction 'wgmma.fence' not supported on
+        .target 'sm_80'"): the user's line that PTX line came from, by the PTX's own `.loc`s."""
+        from compiler.triton import gpu_lines
+        text = str(exc)
+        found = re.search(r"line (\d+); error\s*:\s*([^\n]+)", text)
+        if found is None or "ptxas" not in text.lower() or self._capture is None:
+            return None
+        failing = [r for r in self._capture.records.values() if r.ptx_given_to_ptxas and not r.complete]
+        if not failing:
+            return None
+        record = failing[-1]
+        ptx_line, reason = int(found.group(1)), found.group(2).strip()
+        lines = dict(map(tuple, gpu_lines.ptx_source_map(record.ptx_given_to_ptxas, path)))
+        line = lines.get(ptx_line)
+        if line is None:
+            return None
+        from compiler import user_code
+        launched = user_code.user_line(exc, path)
+        entry = re.search(r"\.entry (\w+)", record.ptx_given_to_ptxas)
+        name = record.name or (entry.group(1) if entry else "?")
+        return UserError(ErrorKind.CompileError,
+                         f"line {line}: ptxas rejected the PTX of kernel {name}: {reason} (PTX line {ptx_line}"
+                         + (f"; the kernel was launched at line {launched}" if launched else "") + ")", line)
 
     # --- what a language built on this pipeline changes (GluonPipeline, HelionPipeline) ----------
 
