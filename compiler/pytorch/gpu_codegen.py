@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from compiler.pipeline import Bundle, OptionError
@@ -86,23 +87,30 @@ def fidelity_note() -> str:
 
 class KernelStages:
     """`triton.<stage>:<kernel>.<config>` for every Triton compilation Inductor's generated modules
-    trigger as they load (every autotune config of every kernel, forward and backward), each written
-    the moment its compilation ends (KernelCapture's `on_compiled`), so the first kernel's PTX is on
-    the page while the others still compile; `finish` adds the job's resource table. A failure to
-    write a kernel's stages does not reach Triton's compile: it is raised by `finish`."""
+    trigger as they load (every autotune config of every kernel, forward and backward). Each is
+    handed over the moment its compilation ends (KernelCapture's `on_compiled`) and written by one
+    thread of its own, in compile order, while Triton compiles the next: the first kernel's PTX is
+    on the page while the others still compile, and the stage work (nvdisasm, the per-pass dumps)
+    overlaps the compile instead of adding to it. `finish` waits for the last and adds the job's
+    resource table; a failure to write a kernel's stages does not reach Triton's compile: `finish`
+    raises it."""
 
     def __init__(self, bundle: Bundle, workdir: str, gpu: GpuTarget):
         self.bundle, self.workdir, self.gpu = bundle, workdir, gpu
         self.rows: list[Any] = []
         self._compiles: dict[str, int] = {}  # kernel name -> its compilations so far
         self._failure: BaseException | None = None
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-kernel-stages")
 
     def write(self, record: Any) -> None:
-        from compiler.triton.kernel_stages import write_kernel_stages as write_stages
         n = self._compiles.get(record.name, 0)
         self._compiles[record.name] = n + 1
-        qualifier = f"{record.name}.{n}"
-        self.bundle.progress(f"kernel config {len(self.rows) + 1} compiled ({qualifier}); writing its stages")
+        compiled = sum(self._compiles.values())
+        self.bundle.progress(f"kernel config {compiled} compiled ({record.name}.{n})")
+        self._writer.submit(self._write, record, f"{record.name}.{n}")
+
+    def _write(self, record: Any, qualifier: str) -> None:
+        from compiler.triton.kernel_stages import write_kernel_stages as write_stages
         if self._failure is not None:
             return
         try:
@@ -118,6 +126,8 @@ class KernelStages:
 
     def finish(self) -> None:
         from compiler.kernel_resources import write_resource_table
+        self.bundle.progress("writing the last kernels' stages")
+        self._writer.shutdown(wait=True)
         if self._failure is not None:
             raise self._failure
         write_resource_table(self.bundle, self.rows, "Kernels",
