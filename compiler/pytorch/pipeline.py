@@ -154,6 +154,10 @@ class PyTorchPipeline(Pipeline):
         preinstalled = gpu_codegen.installed()
         runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir) \
             if options["target"] != "host" and preinstalled is None else None
+        # The trusted warm-up job builds that C++ half once, into the toolchain cache it exports:
+        # started now, so g++ runs beside the import and the warm-up compile, not after them.
+        shim = virtual_gpu.RuntimeBuild(os.path.join(ctx.export_toolchain_cache, virtual_gpu.RUNTIME_CACHE_DIR)) \
+            if ctx.export_toolchain_cache else None
         bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
@@ -271,8 +275,7 @@ class PyTorchPipeline(Pipeline):
             raise error
         if ctx.export_toolchain_cache:  # the trusted warm-up job only
             toolchain_cache.export(cache_dir, header_dir, ctx.export_toolchain_cache)
-            # the virtual CUDA device's C++ half: irscope's own source against this torch, built once
-            virtual_gpu.RuntimeBuild(os.path.join(ctx.export_toolchain_cache, virtual_gpu.RUNTIME_CACHE_DIR)).wait()
+            shim.wait()  # the virtual CUDA device's C++ half: irscope's own source against this torch
             return
         if run_mode.compile_only:
             return  # nothing ran: no run times, only Inductor's estimates (above)
