@@ -137,11 +137,13 @@ class Pipeline:
         arriving while the warm-up runs then waits for it rather than build the same beside it)."""
         return self.warmup_source is not None
 
-    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "") -> None:
+    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
+                      job_arrived: Callable[[], bool] = lambda: False) -> None:
         """A spare worker of `kind` (one of `spare_kinds`), before any job exists (environment()
         already set): get the process ready. Here: import `prewarm_modules`. A pipeline may do more
         (a warm-up compile of its own code) provided nothing of it can reach the job the process
-        is later handed."""
+        is later handed, and should skip what is left of it once `job_arrived()` (the job is then
+        waiting for it: a warm-up only pays for itself before one exists)."""
         for module in self.prewarm_modules:
             importlib.import_module(module)
 

@@ -63,7 +63,9 @@ def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str) ->
     language, _, kind = spare_for.partition("@")
     pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
-    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind))
+    job_file = os.path.join(job_dir, JOB_FILE)
+    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind,
+                                                   job_arrived=lambda: os.path.exists(job_file)))
     with open(os.path.join(job_dir, SPARE_READY), "w", encoding="utf-8"):
         pass
 

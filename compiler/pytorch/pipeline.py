@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 from compiler.errors import ErrorKind
 from compiler.model import Request
@@ -138,8 +138,9 @@ class PyTorchPipeline(Pipeline):
         # the CPU probes and the precompiled header serve C++ kernels: the host target's
         return request.options.get("target", "host") == "host"
 
-    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "") -> None:
-        spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None)
+    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
+                      job_arrived: Callable[[], bool] = lambda: False) -> None:
+        spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None, job_arrived=job_arrived)
 
     def run(self, request: Request, ctx: JobContext) -> None:
         options, bundle = request.options, ctx.bundle

@@ -42,7 +42,7 @@ import shutil
 import sys
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from compiler.pytorch import artifact_logs, toolchain_cache
 
@@ -54,9 +54,11 @@ def report() -> dict[str, Any] | None:
     return _report
 
 
-def warm(workdir: str, toolchain: str, gpu_target: str | None = None) -> None:
+def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
+         job_arrived: Callable[[], bool] = lambda: False) -> None:
     """Import PyTorch's compiler and compile irscope's own model once (on the virtual `gpu_target`
-    when given), then reset (module doc)."""
+    when given), then reset (module doc). A job that arrived while torch was imported is not kept
+    waiting for the warm-up compile: the process is then as a cold worker is after its import."""
     global _report
     started = time.perf_counter()
     runtime = None
@@ -78,6 +80,14 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None) -> None:
         _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
                    "what": "a spare worker imported torch before this job arrived (no warm-up compile: the "
                            "job's GPU is real and no warm-up touched it)"}
+        return
+    if job_arrived():
+        _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
+                   "what": "a spare worker was importing torch when this job arrived: it went on with the job "
+                           "at once instead of its warm-up compile"
+                           + (f" (the virtual {device} installed)" if device else "")}
+        if device:
+            _report["virtual_device"] = device
         return
 
     job_env = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
