@@ -55,7 +55,7 @@ class Spare:
 
 
 class Spares:
-    """The spares of every language and kind, by key (`spare_key`)."""
+    """The spares of every language and kind, filed by key (`spare_key`)."""
 
     def __init__(self, config: RunnerConfig):
         self.config = config
@@ -68,83 +68,83 @@ class Spares:
         # --die-with-parent kills a sandbox when the thread that started it ends.
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-spare-starter")
 
-    def fill(self, language: str) -> None:
-        """Start a spare of `language` (on the starter thread, see __init__) when fewer than
-        `spare_workers` are alive, no spare of any language is warming up (one warm-up at a time:
+    def fill(self, key: str) -> None:
+        """Start a spare of `key` (on the starter thread, see __init__) when fewer than
+        `spare_workers` are alive, no spare of any key is warming up (one warm-up at a time:
         on a small machine two would take the CPU the running job needs; when one is ready, every
-        language is filled again in the order they were first asked for, so the server's first
-        language gets its spares first), and their memory together (the largest a ready spare was
+        key is filled again in the order they were first asked for, so the server's first
+        key gets its spares first), and their memory together (the largest a ready spare was
         seen with, for each) stays within `spare_memory_mb`."""
-        if self.config.spare_workers <= 0 or not registry.get(key_language(language)).prewarm_modules:
+        if self.config.spare_workers <= 0 or not registry.get(key_language(key)).prewarm_modules:
             return
         try:
-            self._starter.submit(self._fill_now, language)
+            self._starter.submit(self._fill_now, key)
         except RuntimeError:  # the starter was shut down: no more spares
             pass
 
-    def _fill_now(self, language: str) -> None:
+    def _fill_now(self, key: str) -> None:
         with self._lock:
             if self._closed:
                 return
-            if language not in self._order:
-                self._order.append(language)
-            alive = self._alive(language)
+            if key not in self._order:
+                self._order.append(key)
+            alive = self._alive(key)
             for spare in alive:
                 self._note_memory(spare)
-            self._spares[language] = alive
+            self._spares[key] = alive
             warming = any(not spare.ready for spares in self._spares.values() for spare in spares
                           if spare.proc.alive())
             started = None
             if len(alive) < self.config.spare_workers and not warming and self._room_for_one():
-                started = self._start(language)
+                started = self._start(key)
                 alive.append(started)
         if started is not None:
             threading.Thread(target=self._fill_when_ready, args=(started,), daemon=True,
-                             name=f"irscope-spare-ready-{language}").start()
+                             name=f"irscope-spare-ready-{key}").start()
 
     def _fill_when_ready(self, spare: Spare) -> None:
-        """Wait for `spare` to be ready (or gone), then fill every language again, in order: the
+        """Wait for `spare` to be ready (or gone), then fill every key again, in order: the
         next spare starts then."""
         while spare.proc.alive() and not spare.ready and not self._closed:
             time.sleep(0.2)
         with self._lock:
             order = list(self._order)
-        for language in order:
-            self.fill(language)
+        for key in order:
+            self.fill(key)
 
-    def take(self, language: str) -> Spare | None:
-        """A live spare for `language` (a ready one first), or None; a replacement starts now."""
+    def take(self, key: str) -> Spare | None:
+        """A live spare for `key` (a ready one first), or None; a replacement starts now."""
         with self._lock:
-            alive = self._alive(language)
+            alive = self._alive(key)
             alive.sort(key=lambda spare: not spare.ready)
             spare = alive.pop(0) if alive else None
-            self._spares[language] = alive
+            self._spares[key] = alive
         if spare is not None:
             self._note_memory(spare)
-            self.fill(language)
+            self.fill(key)
         return spare
 
-    def waiting(self, language: str) -> list[sandbox.Sandboxed]:
-        """The processes of the spares of `language` that wait for a job now (ready or not)."""
+    def waiting(self, key: str) -> list[sandbox.Sandboxed]:
+        """The processes of the spares of `key` that wait for a job now (ready or not)."""
         with self._lock:
-            return [spare.proc for spare in self._spares.get(language, [])]
+            return [spare.proc for spare in self._spares.get(key, [])]
 
-    def ready(self, language: str) -> int:
-        """How many spares of `language` are ready for a job now."""
+    def ready(self, key: str) -> int:
+        """How many spares of `key` are ready for a job now."""
         with self._lock:
-            return sum(1 for spare in self._spares.get(language, []) if spare.ready)
+            return sum(1 for spare in self._spares.get(key, []) if spare.ready)
 
     def report(self) -> dict[str, dict]:
-        """Per language: the spares ready and starting, and the memory each holds now."""
+        """Per key: the spares ready and starting, and the memory each holds now."""
         with self._lock:
-            return {language: {"ready": sum(1 for s in spares if s.ready),
+            return {key: {"ready": sum(1 for s in spares if s.ready),
                                "starting": sum(1 for s in spares if not s.ready),
                                "memory_bytes": [s.proc.resident_bytes() for s in spares]}
-                    for language, spares in self._spares.items()}
+                    for key, spares in self._spares.items()}
 
-    def _alive(self, language: str) -> list[Spare]:
+    def _alive(self, key: str) -> list[Spare]:
         alive = []
-        for spare in self._spares.get(language, []):
+        for spare in self._spares.get(key, []):
             if spare.proc.alive():
                 alive.append(spare)
             else:
@@ -158,16 +158,16 @@ class Spares:
             self._memory_seen = max(self._memory_seen, held)
 
     def _room_for_one(self) -> bool:
-        """Whether one more spare fits `spare_memory_mb` beside those alive (of every language)."""
+        """Whether one more spare fits `spare_memory_mb` beside those alive (of every key)."""
         bound = self.config.spare_memory_mb << 20
         count = sum(len(spares) for spares in self._spares.values())
         return bound <= 0 or (count + 1) * self._memory_seen <= bound
 
-    def _start(self, language: str) -> Spare:
+    def _start(self, key: str) -> Spare:
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
         job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
-        env, binds = job_process.environment(self.config, key_language(language), toolchain(key_language(language)),
-                                             IRSCOPE_SPARE_FOR=language)
+        env, binds = job_process.environment(self.config, key_language(key), toolchain(key_language(key)),
+                                             IRSCOPE_SPARE_FOR=key)
         # The wall clock starts when the spare is handed a job, not while it waits for one.
         proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job, clock=False)
         return Spare(job_dir, proc, time.monotonic())
