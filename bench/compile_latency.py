@@ -76,18 +76,20 @@ def cli_runs(repeats: int, work: str) -> list[float]:
 
 
 # --- jobs over HTTP -----------------------------------------------------------------------------
-def one_job(base: str, source: str, started: float | None = None, every: float = 0.02) -> dict:
+def one_job(base: str, source: str, started: float | None = None, every: float = 0.02,
+            options: dict | None = None, first_stage: str = "dynamo.fx_graph") -> dict:
     """Submit and follow one job, asking for it every `every` seconds; its JSON with `_first_s`
-    (first stage) and `_done_s` added."""
+    (when a stage whose key starts with `first_stage` was first listed) and `_done_s` added."""
     started = time.perf_counter() if started is None else started
-    status, body = http(base, "/api/compile", {"language": "pytorch", "source": source}, timeout=60)
+    request = {"language": "pytorch", "source": source, **({"options": options} if options else {})}
+    status, body = http(base, "/api/compile", request, timeout=60)
     if status not in (200, 202):
         raise SystemExit(f"compile request refused: {status} {str(body)[:300]}")
     first = None
     while True:
         _, job = http(base, f"/api/jobs/{body['job']}", timeout=60)
         now = time.perf_counter() - started
-        if first is None and any(s["key"].startswith("dynamo.fx_graph") for s in job["stages"]):
+        if first is None and any(s["key"].startswith(first_stage) for s in job["stages"]):
             first = now
         if job["status"] in ("done", "failed"):
             break

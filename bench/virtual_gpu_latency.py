@@ -34,7 +34,7 @@ from urllib.parse import quote
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.compile_latency import SOURCE, cli_runs, constant, fmt  # noqa: E402 - the repository root first
+from bench.compile_latency import SOURCE, cli_runs, constant, fmt, one_job  # noqa: E402 - the repository root first
 from tests.real_servers import Serve, http  # noqa: E402
 
 TARGETS = {"small_all_stages_vs_cli": 0.3, "small_first_ptx_vs_cli": 0.2, "transformer_first_ptx_s": 10.0}
@@ -45,30 +45,16 @@ def _read(name: str) -> str:
         return f.read()
 
 
-def gpu_job(base: str, source: str, every: float = 0.02) -> dict:
-    """Submit one cuda:sm_90 job and follow it; its JSON with `_first_ptx_s`, `_done_s`, `_floor_s`."""
-    started = time.perf_counter()
-    status, body = http(base, "/api/compile", {"language": "pytorch", "source": source,
-                                               "options": {"target": "cuda:sm_90"}}, timeout=60)
-    if status not in (200, 202):
-        raise SystemExit(f"compile request refused: {status} {str(body)[:300]}")
-    first = None
-    while True:
-        _, job = http(base, f"/api/jobs/{body['job']}", timeout=60)
-        now = time.perf_counter() - started
-        if first is None and any(s["key"].startswith("triton.ptx:") for s in job["stages"]):
-            first = now
-        if job["status"] in ("done", "failed"):
-            break
-        time.sleep(every)
-    if job["status"] != "done":
-        raise SystemExit(f"job failed: {job['error']}")
+def gpu_job(base: str, source: str) -> dict:
+    """One cuda:sm_90 job, followed as bench/compile_latency.py follows a job; its JSON with
+    `_first_s` (its first PTX stage), `_done_s`, `_floor_s`, `_configs` and `_inductor_s` added."""
+    job = one_job(base, source, options={"target": "cuda:sm_90"}, first_stage="triton.ptx:")
     floor = 0.0
     configs = [s["key"] for s in job["stages"] if s["key"].startswith("triton.metadata:")]
     for key in configs:
         _, stage = http(base, f"/api/jobs/{job['id']}/stages/{quote(key, safe='')}?format=json", timeout=60)
         floor += json.loads(stage["text"])["compile_total_ms"] / 1000.0
-    job["_first_ptx_s"], job["_done_s"], job["_floor_s"], job["_configs"] = first, now, floor, len(configs)
+    job["_floor_s"], job["_configs"] = floor, len(configs)
     compile_ = job["timings"].get("compile", {})
     # Dynamo, AOTAutograd and Inductor without the kernels' compile: the frame compiles' total less
     # the loading of the generated modules (where Triton compiles each kernel config)
@@ -80,7 +66,7 @@ def describe(name: str, job: dict) -> str:
     j = job["timings"].get("job", {})
     worker = "cold" if j.get("worker") != "pre-started" else (
         "spare (ready)" if j.get("worker_was_ready") else "spare (still warming up)")
-    first = f"{job['_first_ptx_s']:.2f}" if job["_first_ptx_s"] is not None else "-"
+    first = f"{job['_first_s']:.2f}"
     return (f"{name:<28} first PTX {first:>6} s, all stages {job['_done_s']:6.2f} s, {job['_configs']:3d} kernel "
             f"configs, Triton's own compile {job['_floor_s']:6.2f} s, worker: {worker}")
 
@@ -117,13 +103,13 @@ def main() -> None:
             server.stop()
     base = statistics.median(cli)
     done = [j["_done_s"] for j in small]
-    first = [j["_first_ptx_s"] for j in small if j["_first_ptx_s"] is not None]
+    first = [j["_first_s"] for j in small]
     print(f"\ncold CLI torch.compile of the small model (host): {fmt(cli)}")
     print(f"small model on cuda:sm_90, back to back, all stages: {fmt(done)}")
     print(f"small model on cuda:sm_90, back to back, first PTX:  {fmt(first)}")
     rows = [("small_all_stages_vs_cli", statistics.median(done) / base),
             ("small_first_ptx_vs_cli", statistics.median(first) / base),
-            ("transformer_first_ptx_s", block["_first_ptx_s"])]
+            ("transformer_first_ptx_s", block["_first_s"])]
     for name, value in rows:
         verdict = "meets" if value <= TARGETS[name] else "misses"
         print(f"{name:<26} {value:6.2f} (target <= {TARGETS[name]}): {verdict}")

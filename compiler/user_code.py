@@ -26,6 +26,16 @@ def write_user_file(source: str, name: str, workdir: str) -> str:
     return path
 
 
+def write_checked_user_file(source: str, name: str, workdir: str) -> str:
+    """`write_user_file`, then the source compiled: a syntax error is the user's, naming its line."""
+    path = write_user_file(source, name, workdir)
+    try:
+        compile(source, path, "exec")
+    except SyntaxError as e:
+        raise UserError(ErrorKind.SyntaxError, f"line {e.lineno}: {e.msg}", e.lineno) from None
+    return path
+
+
 class CappedText(io.TextIOBase):
     """A text sink that keeps the first `limit` characters and counts the rest."""
 

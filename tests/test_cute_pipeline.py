@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from tests.bundle_jobs import Job
     from tests.conftest import Background
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,23 +66,8 @@ def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
     from compiler import registry
-    from compiler.model import Request
-    from compiler.pipeline import Bundle, JobContext, UserError
-    workdir = os.path.join(out, "work")
-    os.makedirs(workdir, exist_ok=True)
-    language = registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion", "cute"))
-    pipeline = registry.get(language)
-    request = Request(language, source, pipeline.normalise_options({"target": target}))
-    os.environ.update(pipeline.environment(request, workdir))
-    os.chdir(workdir)
-    bundle = Bundle(os.path.join(out, "bundle"))
-    error = None
-    try:
-        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
-    except UserError as e:
-        error = e.error.to_json()
-    with open(os.path.join(out, "error.json"), "w") as f:
-        json.dump(error, f)
+    from tests.bundle_jobs import run_job
+    run_job(registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion", "cute")), source, {"target": target}, out)
 
 
 def start_in_background(base: str) -> Background:
@@ -100,25 +86,10 @@ def start_in_background(base: str) -> Background:
     return start_child([sys.executable, __file__, *args], base)
 
 
-class Job:
-    def __init__(self, directory: str):
-        self.directory = os.path.join(directory, "bundle")
-        with open(os.path.join(self.directory, "manifest.json")) as f:
-            self.manifest = json.load(f)
-        with open(os.path.join(directory, "error.json")) as f:
-            self.error = json.load(f)
-        self.stages = {s["key"]: s for s in self.manifest["stages"]}
-
-    def text(self, key: str) -> str:
-        with open(os.path.join(self.directory, self.stages[key]["file"])) as f:
-            return f.read()
-
-    def mapped_lines(self, key: str) -> set[int]:
-        return {src for _, src in self.stages[key]["source_map"]}
-
 
 @pytest.fixture(scope="module")
 def jobs(request, tmp_path_factory) -> dict[str, Job]:
+    from tests.bundle_jobs import Job
     from tests.conftest import take_background
     base = take_background(request, start_in_background, tmp_path_factory)
     found = {os.path.basename(out): Job(out) for _, _, out in _plan(base)}

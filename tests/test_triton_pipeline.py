@@ -17,6 +17,7 @@ import pytest
 from torch.testing import FileCheck
 
 if TYPE_CHECKING:  # the child process this file also is imports no test helper at module level
+    from tests.bundle_jobs import Job
     from tests.conftest import Background
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,40 +162,10 @@ def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
     from compiler import registry
-    from compiler.model import Request
-    from compiler.pipeline import Bundle, JobContext, UserError
-    workdir = os.path.join(out, "work")
-    os.makedirs(workdir, exist_ok=True)
+    from tests.bundle_jobs import run_job
     language = registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion"))
-    pipeline = registry.get(language)
-    options = {"target": target, **OPTIONS.get(os.path.basename(out), {})}
-    request = Request(language, source, pipeline.normalise_options(options))
-    os.environ.update(pipeline.environment(request, workdir))
-    bundle = Bundle(os.path.join(out, "bundle"))
-    error = None
-    try:
-        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
-    except UserError as e:
-        error = e.error.to_json()
-    with open(os.path.join(out, "error.json"), "w") as f:
-        json.dump(error, f)
+    run_job(language, source, {"target": target, **OPTIONS.get(os.path.basename(out), {})}, out)
 
-
-class Job:
-    def __init__(self, directory: str):
-        self.directory = os.path.join(directory, "bundle")
-        with open(os.path.join(self.directory, "manifest.json")) as f:
-            self.manifest = json.load(f)
-        with open(os.path.join(directory, "error.json")) as f:
-            self.error = json.load(f)
-        self.stages = {s["key"]: s for s in self.manifest["stages"]}
-
-    def text(self, key: str) -> str:
-        with open(os.path.join(self.directory, self.stages[key]["file"])) as f:
-            return f.read()
-
-    def mapped_lines(self, key: str) -> set[int]:
-        return {src for _, src in self.stages[key]["source_map"]}
 
 
 def _plan(base: str) -> list[tuple[str, str, str]]:
@@ -233,6 +204,7 @@ def start_in_background(base: str) -> Background:
 
 @pytest.fixture(scope="module")
 def jobs(request, tmp_path_factory) -> dict[str, Job]:
+    from tests.bundle_jobs import Job
     from tests.conftest import take_background
     plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
@@ -601,6 +573,7 @@ def test_real_gpu_runs_and_times_every_launch(tmp_path):
     done = subprocess.run([sys.executable, __file__, "auto", str(src), out], capture_output=True, text=True,
                           timeout=600, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-4000:]
+    from tests.bundle_jobs import Job
     job = Job(out)
     assert job.error is None
     target = job.manifest["timings"]["target"]

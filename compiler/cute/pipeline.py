@@ -94,11 +94,7 @@ class CutePipeline(Pipeline):
         from compiler import user_code
         from compiler.cute import capture
         workdir, bundle = ctx.workdir, ctx.bundle
-        path = user_code.write_user_file(request.source, SOURCE_NAME, workdir)
-        try:
-            compile(request.source, path, "exec")
-        except SyntaxError as e:
-            raise UserError(ErrorKind.SyntaxError, f"line {e.lineno}: {e.msg}", e.lineno) from None
+        path = user_code.write_checked_user_file(request.source, SOURCE_NAME, workdir)
 
         import torch
 

@@ -124,11 +124,7 @@ class TritonPipeline(Pipeline):
     def run(self, request: Request, ctx: JobContext) -> None:
         from compiler import user_code
         workdir, bundle = ctx.workdir, ctx.bundle
-        path = user_code.write_user_file(request.source, SOURCE_NAME, workdir)
-        try:
-            compile(request.source, path, "exec")
-        except SyntaxError as e:
-            raise UserError(ErrorKind.SyntaxError, f"line {e.lineno}: {e.msg}", e.lineno) from None
+        path = user_code.write_checked_user_file(request.source, SOURCE_NAME, workdir)
 
         import warnings
 
