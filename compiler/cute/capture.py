@@ -36,10 +36,10 @@ def cute_arch(target: GpuTarget) -> str:
     return f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
 
 
-def environment(workdir: str, target: GpuTarget, lineinfo: bool) -> dict[str, str]:
-    """CuTe DSL's variables for a job: artifacts kept in the job's folder, nothing cached outside it."""
+def environment(workdir: str, lineinfo: bool) -> dict[str, str]:
+    """CuTe DSL's variables for a job: artifacts kept in the job's folder, nothing cached outside it
+    (CUTE_DSL_ARCH, `cute_arch`, is set once the job's target is known)."""
     return {
-        "CUTE_DSL_ARCH": cute_arch(target),
         "CUTE_DSL_KEEP": KEEP,
         "CUTE_DSL_DUMP_DIR": os.path.join(workdir, DUMP_DIR),
         "CUTE_DSL_CACHE_DIR": os.path.join(workdir, "cute-cache"),

@@ -85,10 +85,7 @@ class CutePipeline(Pipeline):
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         from compiler.cute import capture
         # the target's arch is set in run(), once "auto" is resolved; cutlass reads it on first use
-        env = capture.environment(workdir, get_target(DEFAULT_VIRTUAL_TARGET), bool(request.options.get(
-            "lineinfo", True)))
-        env.pop("CUTE_DSL_ARCH")
-        return env
+        return capture.environment(workdir, bool(request.options.get("lineinfo", True)))
 
     def run(self, request: Request, ctx: JobContext) -> None:
         from compiler import user_code
