@@ -158,6 +158,55 @@ class Mesh(Record):
     from_stage: str
 
 
+# --- collectives: what torch.compile's graphs communicate, and its cost (pytorch, devices > 1) ------
+
+class CollectiveCall(Record, omit_defaults=True):
+    """One functional collective of a post-grad graph, with its estimated time."""
+
+    op: str  # all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, ...
+    node: str
+    mesh_dim: str  # the mesh dimension whose group it runs on ("tp", "dim 0", "world"; "" when none)
+    group_size: int
+    ranks: list[int]  # rank 0's group
+    input: str  # "f32[16, 64]"
+    output: str
+    tensor_bytes: int  # an all_gather's result, the others' input
+    input_bytes: int
+    output_bytes: int
+    sent_bytes: int  # per rank, by the stated model
+    steps: int
+    estimate_us: float  # the stated alpha-beta model
+    line: int | None = None  # the user's line that caused it
+    inductor_estimate_us: float | None = None  # Inductor's own NCCL model, where it gives one
+    output_code_line: int | None = None  # where the output code calls it
+
+
+class CollectiveGraph(Record, omit_defaults=True):
+    compile_id: str
+    graph: str  # forward, backward, inference
+    collectives: list[CollectiveCall]
+    before_passes: int  # how many collectives the graph had before Inductor's post-grad passes
+    output_code_stage: str = ""  # the stage key of the output code that calls them
+    compute_bytes: int | None = None  # Inductor's bytes read and written by the graph's kernels
+    compute_estimate_us: float | None = None  # those bytes at the target's memory bandwidth
+
+
+class CommModel(Record):
+    interconnect: str
+    bandwidth_gbs: float
+    latency_us: float
+    source: str
+    model: str
+    memory_bandwidth_gbs: float | None = None  # the compute estimate's, when the target has one
+
+
+class Collectives(Record):
+    devices: int
+    comm: CommModel
+    graphs: list[CollectiveGraph]
+    note: str
+
+
 # --- memory: XLA's temp allocation over program order (XLA pipeline) ----------------------------
 
 class MemoryBlock(Record):
@@ -602,6 +651,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            "scheduler's estimated start/end of each instruction and the async start/done pairs.", schema=Schedule),
     Format("mesh", "Shardings after propagation, tiles per device, and the partitioner's collectives.",
            schema=Mesh),
+    Format("collectives", "The collectives in each graph torch.compile compiled for a virtual world, their mesh "
+                          "dimension, bytes and estimated time under a stated interconnect model.",
+           schema=Collectives),
     Format("memory", "XLA's temp allocation over program order: buffers, live bytes, peak.",
            schema=MemoryTimeline),
     Format("guards", "Dynamo's guards of one compiled frame by kind, and the failed guard of each earlier "

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from markupsafe import escape
 
 from compiler import formats
-from viewers import code, graph, guards, memory, mesh, profile, resources, timeline
+from viewers import code, collectives, graph, guards, memory, mesh, profile, resources, timeline
 
 Viewer = Callable[[str, dict[str, Any]], str]
 
@@ -29,6 +29,7 @@ def _code(lexer: str, fmt: str) -> Viewer:
 _DRAWN: dict[str, Viewer] = {
     "svg": graph.render,
     "mesh": mesh.render,
+    "collectives": collectives.render,
     "memory": memory.render,
     "timeline": timeline.render,
     "profile": profile.render,

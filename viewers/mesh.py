@@ -20,7 +20,7 @@ MAX_TILES_DRAWN = 256
 MAX_TABLE_ROWS = 2000
 
 
-def _fmt_bytes(n: int) -> str:
+def fmt_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -96,7 +96,7 @@ def device_svg(array: formats.ShardedArray, devices: int, cell: int = 46) -> str
     return "".join(parts)
 
 
-def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
+def table(headers: list[str], rows: list[list[str]], cls: str) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     # Cells are text unless a caller built them as Markup: escape() leaves Markup alone.
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
@@ -128,10 +128,10 @@ def render(text: str, meta: dict[str, Any]) -> str:
             if len(groups) > 16:
                 shown += f" ... ({len(groups)} groups)"
             rows.append([escape(c.name), escape(c.opcode), escape(c.shape), escape(shown),
-                         str(c.group_size), escape(_fmt_bytes(c.operand_bytes)),
-                         escape(_fmt_bytes(c.result_bytes)), escape(_fmt_bytes(c.moved_bytes))])
+                         str(c.group_size), escape(fmt_bytes(c.operand_bytes)),
+                         escape(fmt_bytes(c.result_bytes)), escape(fmt_bytes(c.moved_bytes))])
         out.append("<h4>Collectives the partitioner inserted</h4>")
-        out.append(_table(["instruction", "op", "shape (per device)", "replica groups", "group size", "operand",
+        out.append(table(["instruction", "op", "shape (per device)", "replica groups", "group size", "operand",
                            "result", "sent per device (ring model)"], rows, "mesh-collectives"))
     else:
         out.append('<p class="mesh-note">The partitioned module has no collectives.</p>')
@@ -140,7 +140,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
         rows = [[escape(i.computation), escape(i.name), escape(i.opcode), escape(i.shape),
                  f'<code>{escape(i.sharding)}</code>'] for i in instrs[:MAX_TABLE_ROWS]]
         out.append("<h4>Sharding of every instruction after propagation</h4>")
-        out.append(_table(["computation", "instruction", "op", "shape", "sharding"], rows, "mesh-instructions"))
+        out.append(table(["computation", "instruction", "op", "shape", "sharding"], rows, "mesh-instructions"))
         if len(instrs) > MAX_TABLE_ROWS:
             out.append(f'<p class="truncated">first {MAX_TABLE_ROWS} of {len(instrs)} instructions</p>')
     out.append("</div>")

@@ -212,13 +212,14 @@ def allowed_bytes(memory_limit_mb: int, run_memory_percent: int) -> float:
 
 
 def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_memory_percent: int,
-           virtual_target: str | None = None, peak: Any = None) -> RunMode:
+           virtual_target: str | None = None, peak: Any = None, world_size: int = 1) -> RunMode:
     """The run mode for the `run` option `requested` ("auto", "compile-only", "compile-and-run"),
     the sizes measured (None when the inputs were built when the source ran), the worker's memory
     limit (setting memory_limit_mb), the share of it a run may hold at its peak (setting
     run_memory_percent), the virtual GPU targeted, if any (nothing runs on one), and the peak
     estimated on fake tensors (a peak_memory.PeakEstimate; without one, the inputs and parameters
-    decide, at half that share: running holds them several times over)."""
+    decide, at half that share: running holds them several times over), and the world's size (rank 0
+    of a virtual world is compiled, never run)."""
     estimated = peak is not None and peak.peak_bytes is not None
     if memory_limit_mb is None:
         over = False
@@ -226,11 +227,12 @@ def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_mem
         over = peak.without_reference_bytes > allowed_bytes(memory_limit_mb, run_memory_percent)
     else:
         over = s is not None and s.total > allowed_bytes(memory_limit_mb, run_memory_percent) / 2
-    compile_only = bool(virtual_target) or requested == COMPILE_ONLY or (requested == "auto" and over)
+    compile_only = bool(virtual_target) or world_size > 1 or requested == COMPILE_ONLY or \
+        (requested == "auto" and over)
     reference = True
     reasons: list[str] = []
     if compile_only:
-        if over and memory_limit_mb is not None and requested == "auto" and not virtual_target:
+        if over and memory_limit_mb is not None and requested == "auto" and not virtual_target and world_size == 1:
             if estimated:
                 reasons.append(f"the run would peak at {gigabytes(peak.without_reference_bytes)} (estimated on fake "
                                f"tensors), and the worker allows {run_memory_percent}% of its "
@@ -242,6 +244,9 @@ def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_mem
                                + (f": {peak.error}" if peak is not None and peak.error else "") + ")")
         if virtual_target:
             reasons.append(f"{virtual_target} is a virtual GPU: nothing runs on it")
+        if world_size > 1:
+            reasons.append(f"this is rank 0 of a virtual world of {world_size} ranks (option devices): the fake "
+                           "process group moves no data, so nothing is run or timed")
         if requested == COMPILE_ONLY:
             reasons.append("the run option asked for it")
     else:

@@ -23,6 +23,7 @@ from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
 from compiler.pytorch import (
     artifact_logs,
+    collectives,
     compile_only,
     entry_points,
     estimates,
@@ -33,6 +34,7 @@ from compiler.pytorch import (
     spare_warmup,
     toolchain_cache,
     trace_stages,
+    virtual_world,
 )
 from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
@@ -107,6 +109,18 @@ class PyTorchPipeline(Pipeline):
                                         "parameters fit the worker's memory (setting run_memory_percent), "
                                         "compile-only otherwise, and always on a virtual GPU.",
                choices=("auto", "compile-only", "compile-and-run")),
+        Option("devices", "int", 1, "World size: with N > 1 the source runs as rank 0 of N ranks, as torchrun would start "
+                                    "it, on PyTorch's fake process group (init_device_mesh, DTensor, "
+                                    "parallelize_module, fully_shard and the collectives work as pasted); rank 0's "
+                                    "program is compiled with its collectives, compile-only (nothing is timed).",
+               minimum=1, maximum=virtual_world.MAX_DEVICES),
+        Option("interconnect", "choice", "auto", "The link the collectives' estimated times assume (devices > 1): "
+                                                 "auto is the target GPU's NVLink (InfiniBand NDR on the host).",
+               choices=("auto", *collectives.INTERCONNECTS)),
+        Option("link_bandwidth_gbs", "int", 0, "The interconnect's bandwidth per GPU, one way, in GB/s (0: the "
+                                               "interconnect's own).", minimum=0, maximum=100000),
+        Option("link_latency_ns", "int", 0, "The interconnect's latency per ring step, in ns (0: the "
+                                            "interconnect's own).", minimum=0, maximum=10_000_000),
         Option("cpp_wrapper", "bool", False, "Generate a C++ wrapper instead of Python (inductor cpp_wrapper)."),
         Option("export", "bool", False, "Take the export path instead: torch.export.export, then AOTInductor "
                                         "(aoti_compile_and_package) into a .pt2 package, loaded and timed."),
@@ -189,15 +203,29 @@ class PyTorchPipeline(Pipeline):
                 gpu = gpu_codegen.virtual_target(options["target"], options)
                 gpu_codegen.install(gpu, runtime, bundle)
 
+        # A world of `devices` ranks: the default process group initialised as torchrun would, and
+        # the source's meshes recorded, while the source and the convention's functions run.
+        world = virtual_world.start(options["devices"], torch) if options["devices"] > 1 else None
+
+        def in_world() -> Any:
+            return virtual_world.source_patches(world, path) if world is not None else contextlib.nullcontext()
+
         bundle.progress("running your source")
         started = time.perf_counter()
-        try:
-            namespace, printed = run_source(ctx, path)
-        except UserError as e:
-            raise _explained(e, _VALUE_TOO_BIG) from None
-        program = entry_points.find(namespace, torch)
         mode = compile_only.fake_mode()
-        run_mode, model, inputs, built_output = _build(program, options, ctx, mode, gpu, path, torch)
+        try:
+            # Rank 0 of a world is compiled, never run: its source runs on fake tensors, so a model
+            # sized for a cluster is built and sharded without its memory (and on a virtual GPU).
+            with in_world(), mode if world is not None else contextlib.nullcontext():
+                namespace, printed = run_source(ctx, path)
+        except UserError as e:
+            raise _explained(virtual_world.explained(e, options["devices"]), _VALUE_TOO_BIG) from None
+        program = entry_points.find(namespace, torch)
+        try:
+            with in_world():
+                run_mode, model, inputs, built_output = _build(program, options, ctx, mode, gpu, path, torch)
+        except UserError as e:
+            raise virtual_world.explained(e, options["devices"]) from None
         run_source_s = time.perf_counter() - started
         printed += built_output
         bundle.timing("run_mode", run_mode.to_json())
@@ -228,10 +256,15 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)" + (" on fake tensors" if run_mode.compile_only
                                                                          else ""))
         sink = CappedText(ctx.settings.output_bytes)
+        recorder = collectives.Recorder(torch, path, world.meshes) if world is not None else None
+        if recorder is not None:  # read-only passes on Inductor's own hooks: the compiled code is the same
+            inductor_config.post_grad_custom_pre_pass, inductor_config.post_grad_custom_post_pass = recorder.passes()
         kernels = gpu_codegen.KernelStages(bundle, ctx.workdir, gpu) if gpu is not None else None
         capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"),
                                 on_compiled=kernels.write) if kernels is not None else None
         notes = [compile_only.NOTE] if run_mode.compile_only else []
+        if world is not None:
+            notes.append(virtual_world.NOTE.format(n=world.size))
         if gpu is not None:
             notes.append(gpu_codegen.fidelity_note())
         error: UserError | None = None
@@ -260,6 +293,9 @@ class PyTorchPipeline(Pipeline):
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         entries = stream.finish(artifact_logs.texts(logs))
         _write_estimates(bundle, estimates.graphs(scheduler_estimates), torch_trace.compile_ids(entries))
+        if world is not None and recorder is not None:
+            _write_world(bundle, world, recorder, model, entries, estimates.graphs(scheduler_estimates), options,
+                         torch)
         if kernels is not None:
             kernels.finish()
         timings = compile_timings(entries)
@@ -351,12 +387,13 @@ def _build(program: entry_points.Program, options: dict[str, Any], ctx: JobConte
             raise
         raise _fake_build_error(e, path, ctx) from e
     peak = None
-    if gpu is None and options["run"] != entry_points.COMPILE_ONLY:
+    if gpu is None and options["run"] != entry_points.COMPILE_ONLY and options["devices"] == 1:
         ctx.bundle.progress("estimating the run's peak memory (fake tensors)")
         peak = _estimate_peak(model, inputs, options["training"], mode, torch,
                               timeout_s=min(60.0, ctx.settings.wall_time_limit_s / 10))
     run_mode = entry_points.choose(options["run"], sizes, ctx.settings.memory_limit_mb,
-                                   ctx.settings.run_memory_percent, gpu.name if gpu is not None else None, peak)
+                                   ctx.settings.run_memory_percent, gpu.name if gpu is not None else None, peak,
+                                   world_size=options["devices"])
     if run_mode.compile_only:
         with mode:  # a model or inputs given as values were built for real: fake copies of them
             return run_mode, compile_only.to_fake(model, mode), compile_only.to_fake(inputs, mode), \
@@ -471,6 +508,39 @@ def _error_kind(exc: BaseException) -> ErrorKind:
     module = type(exc).__module__ or ""
     return ErrorKind.CompileError if module.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) \
         else ErrorKind.UserCodeError
+
+
+def _write_world(bundle: Bundle, world: virtual_world.World, recorder: collectives.Recorder, model: Any,
+                 entries: list[torch_trace.TraceEntry], graphs: list[estimates.GraphEstimates],
+                 options: dict[str, Any], torch: Any) -> None:
+    """A virtual world's stages: every DTensor parameter's placements on its mesh with the compiled
+    graphs' collectives (`distributed.placements`), and the collectives with their estimated cost
+    (`distributed.collectives`)."""
+    trace_ids = torch_trace.compile_ids(entries)
+    for record in recorder.graphs:
+        record.compile_id = trace_stages.trace_id(record.compile_id, trace_ids)
+    output_codes: dict[str, list[tuple[str, str]]] = {}
+    for entry in entries:
+        if entry.kind == "inductor_output_code" and entry.compile_id is not None:
+            codes = output_codes.setdefault(entry.compile_id, [])
+            backward = "backward" in entry.payload.split("\n", 1)[0]
+            suffix = ".backward" if backward else ("" if not codes else f".{len(codes)}")
+            codes.append((f"inductor.output_code:{entry.compile_id}{suffix}", entry.payload))
+    compute = {(trace_stages.trace_id(g.compile_id, trace_ids), g.backward): g.total_bytes for g in graphs}
+    link = collectives.interconnect_for(options["interconnect"], options["target"])
+    latency = options["link_latency_ns"] / 1e3 if options["link_latency_ns"] else None
+    value = collectives.stage_value(recorder, world.size, link, float(options["link_bandwidth_gbs"]) or None,
+                                    latency, options["target"], output_codes, compute)
+    mesh = virtual_world.placements(model, world, torch)
+    if mesh is not None or value["graphs"]:
+        mesh = mesh or {"devices": world.size, "partitioner": "PyTorch DTensor", "arrays": [], "instructions": [],
+                        "collectives": [], "from_stage": "the model holds no DTensor parameter or buffer"}
+        mesh["collectives"] = collectives.mesh_collectives(value)
+        bundle.add("distributed.placements", "Placements on the mesh", "Distributed", "mesh", mesh,
+                   meta={"note": virtual_world.NOTE.format(n=world.size)})
+    lines = sorted({c["line"] for g in value["graphs"] for c in g["collectives"] if c["line"]})
+    bundle.add("distributed.collectives", "Collectives and their cost (estimates)", "Distributed", "collectives",
+               value, source_map=[[1, n] for n in lines], meta={"estimate": True, "note": collectives.NOTE})
 
 
 def _write_estimates(bundle: Bundle, graphs: list[estimates.GraphEstimates], trace_ids: list[str]) -> None:
