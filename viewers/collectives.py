@@ -36,7 +36,8 @@ def render(text: str, meta: dict[str, Any]) -> str:
     for graph in data.graphs:
         calls = graph.collectives
         total = sum(c.estimate_us for c in calls)
-        heading = f"Graph {graph.compile_id} ({graph.graph}): {len(calls)} collective" + ("s" if len(calls) != 1 else "")
+        plural = "s" if len(calls) != 1 else ""
+        heading = f"Graph {graph.compile_id} ({graph.graph}): {len(calls)} collective{plural}"
         if graph.before_passes != len(calls):
             heading += f" ({graph.before_passes} before Inductor's post-grad passes bucketed them)"
         out.append(f"<h4>{escape(heading)}</h4>")

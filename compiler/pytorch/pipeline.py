@@ -109,8 +109,8 @@ class PyTorchPipeline(Pipeline):
                                         "parameters fit the worker's memory (setting run_memory_percent), "
                                         "compile-only otherwise, and always on a virtual GPU.",
                choices=("auto", "compile-only", "compile-and-run")),
-        Option("devices", "int", 1, "World size: with N > 1 the source runs as rank 0 of N ranks, as torchrun would start "
-                                    "it, on PyTorch's fake process group (init_device_mesh, DTensor, "
+        Option("devices", "int", 1, "World size: with N > 1 the source runs as rank 0 of N ranks, as torchrun would "
+                                    "start it, on PyTorch's fake process group (init_device_mesh, DTensor, "
                                     "parallelize_module, fully_shard and the collectives work as pasted); rank 0's "
                                     "program is compiled with its collectives, compile-only (nothing is timed).",
                minimum=1, maximum=virtual_world.MAX_DEVICES),

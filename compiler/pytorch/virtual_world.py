@@ -69,7 +69,6 @@ def source_patches(world: World, path: str) -> Iterator[None]:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     original_mesh = device_mesh.init_device_mesh
-    original_init = c10d.init_process_group
 
     def init_device_mesh(device_type: str, mesh_shape: Any, *args: Any, **kwargs: Any) -> Any:
         shape = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
