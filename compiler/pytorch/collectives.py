@@ -17,9 +17,11 @@ Costs are estimates, never measurements: an alpha-beta model of a ring on the ch
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 # --- the interconnect model -----------------------------------------------------------------------
 
@@ -124,6 +126,7 @@ class Recorder:
         self.user_file = user_file
         self.meshes = meshes
         self.graphs: list[GraphRecord] = []
+        self.eager: list[GraphCollective] = []  # called eagerly while the compiled call ran
         self.errors: list[str] = []
 
     def passes(self) -> tuple[Any, Any]:
@@ -193,6 +196,62 @@ class Recorder:
                                line=_user_line(node.meta.get("stack_trace") or "", self.user_file),
                                inductor_estimate_us=estimate)
 
+    @contextlib.contextmanager
+    def eager_installed(self) -> Iterator[None]:
+        """While the compiled call runs: every collective the program calls eagerly, through
+        torch.distributed's own functions (FSDP2's hooks do, between and around the compiled
+        graphs), recorded with its tensors, group and the user's line, then called as it was."""
+        import torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
+        torch, saved = self.torch, []
+        for name, tensor_arg in _EAGER.items():
+            original = getattr(c10d, name, None)
+            if original is None:
+                continue
+
+            def call(*args: Any, __original: Any = original, __name: str = name, __arg: int = tensor_arg,
+                     **kwargs: Any) -> Any:
+                if not torch.compiler.is_compiling():
+                    self._record_eager(__name, __arg, __original, args, kwargs)
+                return __original(*args, **kwargs)
+            for module in (dist, c10d):
+                if getattr(module, name, None) is original:
+                    saved.append((module, name, original))
+                    setattr(module, name, call)
+        try:
+            yield
+        finally:
+            for module, name, original in saved:
+                setattr(module, name, original)
+
+    def _record_eager(self, name: str, tensor_arg: int, function: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+        try:
+            import inspect
+
+            import torch.distributed as dist
+            bound = inspect.signature(function).bind(*args, **kwargs).arguments
+            group = bound.get("group") or dist.group.WORLD
+            group_name = group.group_name
+            size, ranks = _group(group_name, self.torch)
+            tensors = [a for a in bound.values() if isinstance(a, self.torch.Tensor)]
+            model = tensors[tensor_arg] if len(tensors) > tensor_arg else (tensors[0] if tensors else None)
+            nbytes = _nbytes(model)
+            frame, line = sys._getframe(2), None
+            while frame is not None:
+                if frame.f_code.co_filename == self.user_file:
+                    line = frame.f_lineno
+                    break
+                frame = frame.f_back  # type: ignore[assignment]
+            self.eager.append(GraphCollective(
+                op=name, node=f"eager {len(self.eager) + 1}", group=group_name, group_size=size, ranks=ranks,
+                mesh_dim=self._mesh_dim(group_name), input=", ".join(_describe(t) for t in tensors[1:] or tensors),
+                output=_describe(tensors[0]) if tensors else "?",
+                input_bytes=nbytes if not name.startswith("all_gather") else nbytes // max(size, 1),
+                output_bytes=nbytes if not name.startswith("reduce_scatter") else nbytes // max(size, 1),
+                line=line))
+        except Exception as e:  # noqa: BLE001 - reading must never fail the user's program
+            self.errors.append(f"{type(e).__name__}: {e}")
+
     def _mesh_dim(self, group: str) -> str:
         import torch.distributed as dist
         for mesh in self.meshes:
@@ -209,6 +268,12 @@ class Recorder:
         except Exception:  # noqa: BLE001
             pass
         return ""
+
+
+# torch.distributed's eager collectives, each with the index among its tensor arguments of the
+# tensor the cost model takes (an all-gather's output, the others' input; the output comes first).
+_EAGER = {"all_reduce": 0, "all_gather_into_tensor": 0, "reduce_scatter_tensor": 1, "all_to_all_single": 1,
+          "broadcast": 0, "all_gather": 0, "reduce_scatter": 1, "all_gather_single": 0, "reduce_scatter_single": 1}
 
 
 def _group(name: str, torch: Any) -> tuple[int, list[int]]:
@@ -300,7 +365,11 @@ def stage_value(recorder: Recorder, devices: int, link: Interconnect, bandwidth_
     bandwidth = bandwidth_gbs or link.bandwidth_gbs
     latency = link.latency_us if latency_us is None else latency_us
     graphs = []
-    for record in recorder.graphs:
+    records = list(recorder.graphs)
+    if recorder.eager:
+        records.append(GraphRecord("eager", "called eagerly, outside the compiled graphs", recorder.eager,
+                                   recorder.eager))
+    for record in records:
         backward = record.graph == "backward"
         code_key, code_calls = "", []
         for key, text in output_codes.get(record.compile_id, []):

@@ -276,7 +276,8 @@ class PyTorchPipeline(Pipeline):
         started = time.perf_counter()
         try:
             with captured_stdout(sink), mode if run_mode.compile_only else contextlib.nullcontext(), \
-                    capture.installed() if capture is not None else contextlib.nullcontext():
+                    capture.installed() if capture is not None else contextlib.nullcontext(), \
+                    recorder.eager_installed() if recorder is not None else contextlib.nullcontext():
                 if options["export"]:
                     compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
                                                          (path, USER_FILE), torch)

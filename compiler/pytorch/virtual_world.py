@@ -56,7 +56,36 @@ def start(size: int, torch: Any) -> World:
     os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(size), "LOCAL_WORLD_SIZE": str(size),
                        "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    _mesh_layout_outside_fake_mode()
     return World(size)
+
+
+# DeviceMesh's methods that compute on its rank layout (a real tensor of ranks): slicing a mesh by
+# name, flattening, coordinates. The source and the compile run under the fake mode, where that
+# tensor would become a fake one with no values (mesh["tp"] then fails in aten.nonzero).
+_LAYOUT_METHODS = ("__getitem__", "_flatten", "_unflatten", "_concatenate", "get_coordinate", "get_local_rank",
+                   "_get_all_submeshes")
+
+
+def _mesh_layout_outside_fake_mode() -> None:
+    """For this process (a job process serves one job): DeviceMesh's layout methods run outside
+    any fake mode, as DeviceMesh itself runs them on a real cluster."""
+    import functools
+
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import DeviceMesh
+
+    def outside(method: Any) -> Any:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with unset_fake_temporarily():
+                return method(*args, **kwargs)
+        return call
+
+    for name in _LAYOUT_METHODS:
+        method = DeviceMesh.__dict__.get(name)
+        if callable(method):
+            setattr(DeviceMesh, name, outside(method))
 
 
 @contextlib.contextmanager
