@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import Flask
 
-from app import http_policy
-from app.stage_diffs import DiffLimits, Diffs
+from app import http_policy, stage_diffs
+from app.stage_diffs import Diffs
 from service import configure
 from service import settings as settings_table
 from service.configure import Service
@@ -23,11 +23,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.debug = False  # never the interactive debugger, whatever FLASK_DEBUG says
     http_policy.init_app(flask_app, values)
     flask_app.extensions["irscope"] = service
-    flask_app.extensions["irscope.diffs"] = Diffs(DiffLimits(
-        max_lines=int(values["max_diff_lines"]), max_bytes=int(values["max_diff_kb"]) * 1024,
-        timeout_s=float(values["diff_timeout_s"]), processes=int(values["diff_processes"])))
+    flask_app.extensions["irscope.diffs"] = stage_diffs.from_settings(values)
 
-    from app import api, compare, examples, ide, imports, permalinks, refusals
+    from app import api, compare, examples, ide, imports, mcp_server, permalinks, refusals, reproducers
     refusals.init_app(flask_app)
     flask_app.register_blueprint(api.bp)
     flask_app.register_blueprint(ide.bp)
@@ -35,6 +33,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.register_blueprint(imports.bp)
     flask_app.register_blueprint(examples.bp)
     flask_app.register_blueprint(compare.bp)
+    flask_app.register_blueprint(reproducers.bp)
+    flask_app.register_blueprint(mcp_server.bp)
     return flask_app
 
 

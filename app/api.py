@@ -30,7 +30,11 @@ def job(job_id: str):
     found = services().store.get_job(job_id)
     if found is None:
         raise not_found(f"no job {job_id!r}")
-    return jsonify(found.to_json())
+    body = found.to_json()
+    # the job's reproducer script (app/reproducers.py), where its language has one
+    reproducible = registry.get(found.request.language).reproducer(found.request, found.toolchain, found.id)
+    body["reproducer"] = url_for("reproducers.download", job_id=found.id) if reproducible else None
+    return jsonify(body)
 
 
 @bp.get("/jobs/<job_id>/stages/<path:key>")

@@ -61,7 +61,7 @@ def default_stages(a: Job, b: Job, lesson: lesson_files.Lesson | None) -> tuple[
     return (a.stages[0].key if a.stages else None), (b.stages[0].key if b.stages else None)
 
 
-def _differences(a: Request, b: Request) -> list[tuple[str, Any, Any]]:
+def differences(a: Request, b: Request) -> list[tuple[str, Any, Any]]:
     """What the two requests set differently: language, source, each option."""
     out = []
     if a.language != b.language:
@@ -86,7 +86,7 @@ def _context(comparison_id: str, with_sources: bool = True) -> dict[str, Any]:
                                  "B: source") if with_sources and finished and a.request.source != b.request.source \
         else ""
     return {"cid": comparison_id, "a": a, "b": b, "lesson": lesson, "stage_a": stage_a, "stage_b": stage_b,
-            "differences": _differences(a.request, b.request), "finished": finished,
+            "differences": differences(a.request, b.request), "finished": finished,
             "poll_ms": services().settings["poll_interval_ms"], "source_diff": source_diff,
             "timings": compare_viewer.timings(a.timings, b.timings)}
 

@@ -48,8 +48,11 @@ def _bar_context(job: Job) -> dict:
     """What _job_bar.html and its parts need besides the job."""
     svc = services()
     position = svc.store.queue_position(job.id) if job.status == "queued" else None
+    reproducible = job.finished and registry.get(job.request.language).reproducer(job.request, job.toolchain,
+                                                                                   job.id) is not None
     return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.settings["poll_interval_ms"],
-            "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP}
+            "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP,
+            "reproducible": reproducible}
 
 
 def _version(job: Job, position: int | None) -> str:

@@ -33,14 +33,15 @@ class DiffLimits:
 
 
 def _serve(conn: Any) -> None:
-    """A diff process: render each (before, after, before_name, after_name) it is sent."""
+    """A diff process: for each (kind, before, after, before_name, after_name) it is sent, the
+    diff's markup (kind "html") or its unified text (kind "text", for MCP clients)."""
     conn.send("ready")
     while True:
         try:
-            job = conn.recv()
+            kind, *job = conn.recv()
         except EOFError:
             return
-        conn.send(diff_viewer.render(*job))
+        conn.send(diff_viewer.render(*job) if kind == "html" else diff_viewer.unified(*job))
 
 
 class _DiffProcess:
@@ -82,60 +83,77 @@ class Diffs:
         self._idle: list[_DiffProcess] = []  # started diff processes waiting for a diff
 
     def refusal(self, sides: list[tuple[str, int, int]]) -> str | None:
-        """The sentence refusing a diff of texts of these (name, lines, bytes), or None: asked
+        """The markup refusing a diff of texts of these (name, lines, bytes), or None: asked
         before the texts are read from the store, so a refused diff costs no more than that."""
+        sentence = self.refusal_sentence(sides)
+        return _note(sentence) if sentence else None
+
+    def refusal_sentence(self, sides: list[tuple[str, int, int]]) -> str | None:
+        """`refusal`'s sentence, as plain text."""
         for name, lines, size in sides:
             if lines > self.limits.max_lines:
-                return _note(f"these stages are too long to diff here: {name} has {lines:,} lines, the limit is "
-                             f"{self.limits.max_lines:,} (setting max_diff_lines); download both (raw) and diff "
-                             "them locally")
+                return (f"these stages are too long to diff here: {name} has {lines:,} lines, the limit is "
+                        f"{self.limits.max_lines:,} (setting max_diff_lines); download both (raw) and diff "
+                        "them locally")
             if size > self.limits.max_bytes:
-                return _note(f"these stages are too large to diff here: {name} has {size:,} bytes, the limit is "
-                             f"{self.limits.max_bytes:,} (setting max_diff_kb); download both (raw) and diff them "
-                             "locally")
+                return (f"these stages are too large to diff here: {name} has {size:,} bytes, the limit is "
+                        f"{self.limits.max_bytes:,} (setting max_diff_kb); download both (raw) and diff them "
+                        "locally")
         return None
 
     def render(self, key: tuple, before: str, after: str, before_name: str, after_name: str) -> str:
         """The diff's markup, or a sentence saying why it is not shown (too long, too slow, busy)."""
+        done, refusal = self._diff("html", key, before, after, before_name, after_name)
+        return done if done is not None else _note(refusal)
+
+    def unified(self, key: tuple, before: str, after: str, before_name: str,
+                after_name: str) -> tuple[str | None, str | None]:
+        """The unified diff's text ("" when the texts are the same) and None, or None and the
+        sentence saying why it was not computed: the same bounds, processes and cache as the pages'."""
+        return self._diff("text", key, before, after, before_name, after_name)
+
+    def _diff(self, kind: str, key: tuple, before: str, after: str, before_name: str,
+              after_name: str) -> tuple[str | None, str | None]:
+        key = (kind, *key)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
-                return self._cache[key]
+                return self._cache[key], None
         refusal = self._too_big(before, after, before_name, after_name)
         if refusal:
-            return refusal
-        if before == after:
-            return diff_viewer.render(before, after, before_name, after_name)  # no difflib work at all
+            return None, refusal
+        if before == after:  # no difflib work at all
+            return (diff_viewer.render(before, after, before_name, after_name) if kind == "html" else ""), None
         if not self._slots.acquire(timeout=2.0):
-            return _note(f"the server is computing {self.limits.processes} other diffs; try again in a moment "
-                         "(setting diff_processes)")
+            return None, (f"the server is computing {self.limits.processes} other diffs; try again in a moment "
+                          "(setting diff_processes)")
         try:
-            markup = self._run(before, after, before_name, after_name)
+            markup = self._run((kind, before, after, before_name, after_name))
         finally:
             self._slots.release()
         if markup is None:
-            return _note(f"this diff took longer than {self.limits.timeout_s:g} s to compute and was stopped "
-                         f"(setting diff_timeout_s): the two texts differ too much to diff here; download both "
-                         "(raw) and diff them locally")
+            return None, (f"this diff took longer than {self.limits.timeout_s:g} s to compute and was stopped "
+                          f"(setting diff_timeout_s): the two texts differ too much to diff here; download both "
+                          "(raw) and diff them locally")
         with self._lock:
             self._cache[key] = markup
             self._cached_bytes += len(markup)
             while self._cache and (len(self._cache) > _CACHE_ENTRIES or self._cached_bytes > _CACHE_BYTES):
                 _, dropped = self._cache.popitem(last=False)
                 self._cached_bytes -= len(dropped)
-        return markup
+        return markup, None
 
     def _too_big(self, before: str, after: str, before_name: str, after_name: str) -> str | None:
-        return self.refusal([(name, text.count("\n") + 1, len(text.encode("utf-8", "replace")))
+        return self.refusal_sentence([(name, text.count("\n") + 1, len(text.encode("utf-8", "replace")))
                              for name, text in ((before_name, before), (after_name, after))])
 
-    def _run(self, before: str, after: str, before_name: str, after_name: str) -> str | None:
+    def _run(self, job: tuple) -> str | None:
         with self._lock:
             process = self._idle.pop() if self._idle else None
         if process is None:
             process = _DiffProcess()
         try:
-            markup = process.render((before, after, before_name, after_name), self.limits.timeout_s)
+            markup = process.render(job, self.limits.timeout_s)
         except (EOFError, OSError):
             markup = None
         if markup is None:
@@ -150,6 +168,13 @@ class Diffs:
             idle, self._idle = self._idle, []
         for process in idle:
             process.close()
+
+
+def from_settings(values: dict[str, Any]) -> Diffs:
+    """The diffs of a process, bounded by the settings (max_diff_lines, max_diff_kb, diff_timeout_s,
+    diff_processes)."""
+    return Diffs(DiffLimits(max_lines=int(values["max_diff_lines"]), max_bytes=int(values["max_diff_kb"]) * 1024,
+                            timeout_s=float(values["diff_timeout_s"]), processes=int(values["diff_processes"])))
 
 
 def _note(sentence: str) -> str:

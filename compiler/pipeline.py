@@ -152,6 +152,21 @@ class Pipeline:
         runner writes them there before the worker starts (JobContext.inputs_dir)."""
         return {}
 
+    def reproducer(self, request: Request, toolchain: dict[str, str], job_id: str = "") -> str | None:
+        """A standalone script that re-runs `request`'s compile with the compiler alone, outside
+        irscope (for a bug report upstream), or None where the language has none. By convention it
+        is written by the `script(pipeline, request, toolchain, job_id)` of the pipeline's package's
+        `reproducer` module (compiler/<package>/reproducer.py, text only: the web process builds
+        it, so it imports no compiler), which a pipeline need not name."""
+        package = type(self).__module__.rpartition(".")[0]
+        try:
+            module = importlib.import_module(package + ".reproducer")
+        except ModuleNotFoundError as e:
+            if e.name != package + ".reproducer":
+                raise
+            return None
+        return module.script(self, request, toolchain, job_id)
+
     def run(self, request: Request, ctx: "JobContext") -> None:
         """Compile `request` (options already normalised) and write every stage into `ctx.bundle`.
         Raise UserError for failures the input caused."""

@@ -1,4 +1,5 @@
-"""The `irscope` command: `serve` the IDE, `worker` for the worker tier, or `compile` one file headless."""
+"""The `irscope` command: `serve` the IDE, `worker` for the worker tier, `compile` one file headless, or
+`mcp`: irscope's MCP tools over stdio."""
 from __future__ import annotations
 
 import argparse
@@ -178,6 +179,24 @@ def compile_(args: argparse.Namespace) -> int:
     return 1 if current.error else 0
 
 
+def mcp(args: argparse.Namespace) -> int:
+    """irscope's MCP tools over stdio: forwarded to `--server`, or on an embedded service."""
+    from irscope import mcp_stdio
+    if args.server:
+        return mcp_stdio.serve_forwarded(args.server)
+    from service import settings as settings_table
+    from service.configure import sandbox_refusal
+    config = _config(args)
+    config.setdefault("spare_workers", 0)  # a session's jobs come one at a time
+    values = settings_table.load(config)
+    os.makedirs(values["data_dir"], exist_ok=True)
+    _user, refusal = sandbox_refusal(values)
+    if refusal:
+        print("irscope: " + refusal, file=sys.stderr)
+        return 2
+    return mcp_stdio.serve_embedded(values)
+
+
 def gc(args: argparse.Namespace) -> int:
     """One collection of old jobs and unused uploads now (what `serve` does every gc_interval_s)."""
     from service import configure, retention
@@ -197,7 +216,7 @@ def gc(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="irscope", description="An interactive explorer for ML compilers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("serve", "compile", "worker", "gc"):
+    for name in ("serve", "compile", "worker", "gc", "mcp"):
         p = sub.add_parser(name)
         p.add_argument("--data-dir", help="where the store and job directories live (setting data_dir; default ./var)")
         p.add_argument("--insecure-no-sandbox", action="store_true",
@@ -208,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
             p.set_defaults(func=serve)
         elif name == "gc":
             p.set_defaults(func=gc)
+        elif name == "mcp":
+            p.add_argument("--server", help="an irscope server's URL (http://host:port): forward the tools to its "
+                                            "/mcp; without it, jobs run here, as `irscope compile` runs them")
+            p.set_defaults(func=mcp)
         elif name == "worker":
             p.add_argument("--queues", help="queues to take jobs from: cpu, cuda:sm_90, ... (setting worker_queues; "
                                             "default: cpu and one per GPU found)")

@@ -130,6 +130,13 @@ SETTINGS: tuple[Setting, ...] = (
                                    "stopped and the page says so."),
     Setting("diff_processes", 2, "Diffs computed at once (each in its own process); more wait a moment, then "
                                  "are refused."),
+    Setting("mcp", True, "Serve the MCP endpoint at `/mcp` (streamable HTTP, docs/agents.md): irscope's tools for "
+                         "agents, behind the same admission as the API. `irscope mcp` (stdio) works either way."),
+    Setting("mcp_compile_wait_s", 30.0, "Seconds an MCP `compile` (or `job_status`) call waits for its job to end "
+                                        "before it answers with the job's id to ask again; an HTTP MCP request is "
+                                        "given up 60 s after this."),
+    Setting("mcp_max_result_kb", 64, "Largest text one MCP tool result carries, in KiB; a longer stage or diff is "
+                                     "cut at a line, and the result says so and how to ask for the rest."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),
     Setting("web_threads", 8, "Threads of the web server (gunicorn's gthread worker) answering requests at once."),
     Setting("web_processes", 0, "Web server (gunicorn) processes. 0: 1 in the embedded mode (its store and worker "

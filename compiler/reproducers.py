@@ -1,0 +1,116 @@
+"""What every job's reproducer script shares (compiler/<package>/reproducer.py writes the rest): the
+header naming the job, the versions it was made with and how to run the script; the user's source
+as a Python literal; the check that warns when the installed versions differ; the output folder.
+
+A reproducer is text built in the web process from a stored request: nothing here imports a
+compiler, and nothing runs. The script it makes runs on the reader's machine, with plain torch,
+triton or jax and none of irscope.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compiler.model import Request
+
+
+def python_literal(text: str) -> str:
+    """`text` as a Python string literal: a raw triple-quoted block where that reads back exactly
+    (the source as the user wrote it), else repr()."""
+    if "'''" not in text and not text.endswith("\\") and "\r" not in text and "\\N" not in text \
+            and all(c == "\n" or c == "\t" or c >= " " for c in text):
+        return "r'''" + text + "'''"
+    return repr(text)
+
+
+def header(request: Request, toolchain: dict[str, str], job_id: str, title: str, what: str,
+           writes: list[str], needs: str = "") -> str:
+    """The script's docstring: the job, the versions, what it does, what it writes, what it needs."""
+    versions = ", ".join(f"{name} {version}" for name, version in toolchain.items() if name != "irscope")
+    options = json.dumps(request.options, sort_keys=True)
+    lines = [
+        "#!/usr/bin/env python3",
+        f'"""Reproducer of irscope job {job_id or "(unsaved)"}: {title}.',
+        "",
+        f"Made by irscope {toolchain.get('irscope', '?')} for a job compiled with: {versions}.",
+        f"Options: {options}",
+        "",
+        what,
+        "",
+        "Run it with the same versions installed (it warns when they differ):",
+        "",
+        f"    python {_name(job_id)} [OUT_DIR]      # default: ./{out_dir(job_id)}",
+        "",
+        "It writes into OUT_DIR:",
+        *[f"  {w}" for w in writes],
+    ]
+    if needs:
+        lines += ["", needs]
+    lines += ['"""']
+    return "\n".join(_wrap(line) for line in lines)
+
+
+def _wrap(line: str, width: int = 100) -> str:
+    if len(line) <= width or line.startswith("    "):
+        return line
+    indent = " " * (len(line) - len(line.lstrip()))
+    words, out, current = line.split(" "), [], ""
+    for word in words:
+        if current and len(current) + 1 + len(word) > width:
+            out.append(current)
+            current = indent + word
+        else:
+            current = f"{current} {word}" if current else word
+    out.append(current)
+    return "\n".join(out)
+
+
+def _name(job_id: str) -> str:
+    return f"reproducer-{job_id}.py" if job_id else "reproducer.py"
+
+
+def out_dir(job_id: str) -> str:
+    return f"irscope-repro-{job_id}" if job_id else "irscope-repro"
+
+
+def prologue(toolchain: dict[str, str], job_id: str, packages: tuple[str, ...]) -> str:
+    """The script's first statements: the output folder from argv, and `check_versions()`, which
+    compares the installed versions of `packages` with the job's (a warning, not a stop)."""
+    wanted = {name: toolchain[name] for name in packages if name in toolchain}
+    return f'''import importlib.metadata
+import os
+import sys
+
+OUT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else {out_dir(job_id)!r})
+os.makedirs(OUT, exist_ok=True)
+# The versions irscope compiled the job with.
+VERSIONS = {json.dumps(wanted, indent=4)}
+
+
+def check_versions():
+    for name, wanted in VERSIONS.items():
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            have = "not installed"
+        if have != wanted:
+            print(f"reproducer: warning: {{name}} {{have}} is installed; the job was compiled with {{wanted}}",
+                  file=sys.stderr)
+
+
+check_versions()
+'''
+
+
+def write_source(name: str, source: str) -> str:
+    """Statements writing the user's source to OUT/`name` (a real file: tracebacks and the
+    compiler's locations name its lines, as in the job) and leaving its path in SOURCE_PATH."""
+    return f'''SOURCE = {python_literal(source)}
+SOURCE_PATH = os.path.join(OUT, {name!r})
+with open(SOURCE_PATH, "w", encoding="utf-8") as f:
+    f.write(SOURCE)
+'''
+
+
+def option_repr(value: Any) -> str:
+    return repr(value)
