@@ -13,6 +13,7 @@ lesson.toml:
     [options]                        # the pipeline's options (validated by its schema)
     [compare]                        # optional: the same lesson with another option set or source
     title = "with max-autotune"
+    language = "jax"                 # B's language (default: the lesson's; another one starts from its defaults)
     options = {mode = "max-autotune"}  # B's options: the lesson's, updated by these
     source = "fixed.py"              # B's source (default: the lesson's)
     stage = "inductor.output_code"   # the stage of A to diff first; `stage_b` the one of B (default: same)
@@ -38,7 +39,7 @@ DEFAULT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _FIELDS = {"title", "topic", "order", "language", "source", "first_stage", "explanation", "options", "compare",
            "check"}
-_COMPARE_FIELDS = {"title", "options", "source", "stage", "stage_b", "explanation"}
+_COMPARE_FIELDS = {"title", "language", "options", "source", "stage", "stage_b", "explanation"}
 
 
 class LessonError(ValueError):
@@ -149,8 +150,11 @@ def read_lesson(directory: str) -> Lesson:
         if bad:
             raise LessonError(f"{where}: unknown compare field {bad[0]!r}; known: {', '.join(sorted(_COMPARE_FIELDS))}")
         other = _read_source(directory, spec["source"], where) if "source" in spec else source
-        options = {**request.options, **spec.get("options", {})}
-        b = _request(language, other, options, where + " [compare]")
+        language_b = spec.get("language", language)
+        if language_b not in registry.keys():
+            raise LessonError(f"{where}: unknown compare language {language_b!r}")
+        options = {**(request.options if language_b == language else {}), **spec.get("options", {})}
+        b = _request(language_b, other, options, where + " [compare]")
         if b == request:
             raise LessonError(f"{where}: compare asks for the lesson's own request again")
         stage = _text(spec, "stage", where + " [compare]") if "stage" in spec else first_stage

@@ -1,0 +1,22 @@
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+
+class MLP(nn.Module):
+    def __init__(self, dim=256):
+        super().__init__()
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+mesh = init_device_mesh("cpu", (8,))
+model = nn.Sequential(MLP(), MLP())
+for block in model:
+    fully_shard(block, mesh=mesh)
+fully_shard(model, mesh=mesh)
+example_inputs = (torch.randn(32, 256),)
