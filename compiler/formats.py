@@ -181,12 +181,22 @@ class CollectiveCall(Record, omit_defaults=True):
     output_code_line: int | None = None  # where the output code calls it
 
 
+class OutputCodeCall(Record):
+    """A collective as Inductor's output code calls it (after its bucketing and reordering)."""
+
+    line: int
+    op: str
+    buffer: str
+    shape: str  # the buffer as the output code allocated it ("f32[4096]"), "" when it did not
+
+
 class CollectiveGraph(Record, omit_defaults=True):
     compile_id: str
     graph: str  # forward, backward, inference
     collectives: list[CollectiveCall]
     before_passes: int  # how many collectives the graph had before Inductor's post-grad passes
     output_code_stage: str = ""  # the stage key of the output code that calls them
+    output_code_calls: list[OutputCodeCall] = []
     compute_bytes: int | None = None  # Inductor's bytes read and written by the graph's kernels
     compute_estimate_us: float | None = None  # those bytes at the target's memory bandwidth
 

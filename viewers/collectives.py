@@ -48,8 +48,13 @@ def render(text: str, meta: dict[str, Any]) -> str:
             exposed = max(total - graph.compute_estimate_us, 0.0)
             summary.append(f"at {comm.memory_bandwidth_gbs:g} GB/s that is {_us(graph.compute_estimate_us)}: "
                            f"even fully overlapped, {_us(exposed)} of communication stays exposed")
+        code_calls = graph.output_code_calls
         if graph.output_code_stage:
-            summary.append(f"called in {graph.output_code_stage}")
+            bucketed = (f": Inductor merged them into {len(code_calls)} call" + ("s" if len(code_calls) != 1 else "")
+                        if len(code_calls) != len(calls) else "")
+            summary.append(f"{graph.output_code_stage} calls " + ", ".join(
+                f"{c.op} on {c.buffer}{' ' + c.shape if c.shape else ''} at line {c.line}" for c in code_calls[:50])
+                + bucketed if code_calls else f"{graph.output_code_stage} calls none")
         out.append(f'<p class="mesh-note">{escape("; ".join(summary))}</p>')
         if not calls:
             continue

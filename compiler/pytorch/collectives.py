@@ -389,7 +389,9 @@ def stage_value(recorder: Recorder, devices: int, link: Interconnect, bandwidth_
                           "inductor_estimate_us": c.inductor_estimate_us,
                           "output_code_line": lines[i] if lines else None})
         graph: dict[str, Any] = {"compile_id": record.compile_id, "graph": record.graph, "collectives": calls,
-                                 "before_passes": len(record.before), "output_code_stage": code_key}
+                                 "before_passes": len(record.before), "output_code_stage": code_key,
+                                 "output_code_calls": [{k: c[k] for k in ("line", "op", "buffer", "shape")}
+                                                       for c in code_calls]}
         nbytes = compute_bytes.get((record.compile_id, backward))
         if nbytes is not None:
             graph["compute_bytes"] = nbytes

@@ -105,7 +105,7 @@ def source_patches(world: World, path: str) -> Iterator[None]:
         for n in shape:
             needed *= int(n)
         if needed != world.size:
-            raise UserError(ErrorKind.InputError, _at(path, f"init_device_mesh({device_type!r}, {shape}) asks for a "
+            raise UserError(ErrorKind.InputError, *_at(path, f"init_device_mesh({device_type!r}, {shape}) asks for a "
                                                             f"mesh of {needed} devices, and this job's world has "
                                                             f"{world.size} (option devices: {world.size}); set "
                                                             f"devices: {needed}, or a mesh whose sizes multiply "
@@ -119,7 +119,7 @@ def source_patches(world: World, path: str) -> Iterator[None]:
         line = _user_line(path)
         asked = kwargs.get("world_size", args[4] if len(args) > 4 else -1)
         if asked not in (-1, None) and int(asked) != world.size:
-            raise UserError(ErrorKind.InputError, _at(path, f"init_process_group(world_size={asked}) asks for a "
+            raise UserError(ErrorKind.InputError, *_at(path, f"init_process_group(world_size={asked}) asks for a "
                                                             f"world of {asked} ranks; irscope already initialised "
                                                             f"one of {world.size} (option devices: {world.size}): "
                                                             f"set devices: {asked}"))
@@ -152,9 +152,10 @@ def _user_line(path: str) -> int | None:
     return None
 
 
-def _at(path: str, message: str) -> str:
+def _at(path: str, message: str) -> tuple[str, int | None]:
+    """A UserError's message and line: the user's innermost line on the stack."""
     line = _user_line(path)
-    return f"line {line}: {message}" if line else message
+    return (f"line {line}: {message}" if line else message), line
 
 
 def explain(text: str, devices: int) -> str | None:
