@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from compiler import registry
 from compiler.errors import ErrorKind
 from tests.conftest import needs_bwrap
 from tests.real_servers import IRSCOPE, ROOT, Serve, http
@@ -29,7 +31,7 @@ MODEL = ("import torch\n\n\ndef model(x):\n    return torch.{op}(x) * 2 + 1\n\n\
          "example_inputs = (torch.randn(64),)\n")
 TOOLS = {"list_languages", "compile", "job_status", "get_stage", "diff_stages", "compare_jobs", "list_lessons",
          "get_lesson_source", "kernel_resources", "get_reproducer"}
-SETTINGS = {"languages": "fake,pytorch", "workers": 2, "warm_toolchain_cache": False, "spare_workers": 0,
+SETTINGS = {"languages": "fake,pytorch,jax", "workers": 2, "warm_toolchain_cache": False, "spare_workers": 0,
             "max_jobs_per_client": 0, "rate_limit": "", "mcp_compile_wait_s": 5}
 
 
@@ -77,13 +79,16 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def jobs(server) -> dict:
-    """The relu and sigmoid jobs, compiled at once through MCP over HTTP."""
+    """The relu and sigmoid jobs and JAX's example, compiled at once through MCP over HTTP."""
     async def work(session: ClientSession) -> dict:
         started = {}
         for op in ("relu", "sigmoid"):
             answer = _result(await session.call_tool("compile", {"language": "pytorch", "source": MODEL.format(op=op),
                                                                  "wait_s": 0}))
             started[op] = answer["job"]
+        answer = _result(await session.call_tool("compile", {"language": "jax", "source": registry.get("jax").example,
+                                                             "wait_s": 0}))
+        started["jax"] = answer["job"]
         return {op: await _until_done(session, job_id) for op, job_id in started.items()}
     found = over_http(server.base, work)
     for job in found.values():
@@ -247,10 +252,32 @@ def test_the_reproducer_of_a_pytorch_job_writes_the_same_output_code_with_plain_
     assert os.listdir(tmp_path / "out" / "trace")
 
 
+def _xla_frames_masked(hlo: str) -> str:
+    """An HLO module's text without its stack-frame tables (the Python frames that lowered it: irscope's
+    child process and the job's paths in the job, the script's in the reproducer) and their ids."""
+    hlo = re.sub(r"\n(FileNames|FunctionNames|FileLocations|StackFrames)\n(.+\n)*", "\n", hlo)
+    return re.sub(r",? stack_frame_id=\d+", "", hlo)
+
+
+def test_the_reproducer_of_a_jax_job_compiles_the_same_optimized_hlo_with_plain_jax(server, jobs, tmp_path):
+    job = jobs["jax"]
+    status, script = http(server.base, f"/j/{job['job']}/reproducer.py")
+    assert status == 200 and "--xla_dump_hlo_pass_re=.*" in script and "jax 0." in script.split('"""')[1]
+    path = tmp_path / "reproducer.py"
+    path.write_text(script)
+    done = subprocess.run([sys.executable, "-I", str(path), str(tmp_path / "out")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    optimized = (tmp_path / "out" / "optimized.hlo").read_text()
+    assert optimized.startswith("HloModule jit_fn") and "num_partitions=8" in optimized
+    assert _xla_frames_masked(optimized) == _xla_frames_masked(_stage_text(server.base, job["job"], "xla.optimized"))
+    dumped = os.listdir(tmp_path / "out" / "dump")
+    assert any(name.endswith(".txt") and "after_optimizations" in name for name in dumped), dumped
+
+
 def test_a_virtual_gpu_job_s_reproducer_says_what_it_needs(tmp_path):
     """Made from the request alone (nothing compiled): a cuda:sm_90 job's script stops on a machine
     without a GPU and says it needs one of that architecture, or Triton's compile-only API."""
-    from compiler import registry
     from compiler.model import Request
     pipeline = registry.get("pytorch")
     request = Request("pytorch", MODEL.format(op="relu"), pipeline.normalise_options({"target": "cuda:sm_90"}))
@@ -263,6 +290,15 @@ def test_a_virtual_gpu_job_s_reproducer_says_what_it_needs(tmp_path):
                           timeout=300)
     assert done.returncode == 2
     assert "compute capability 9.0" in done.stderr and "GPUTarget('cuda', 90, 32)" in done.stderr
+    triton = registry.get("triton")
+    source = open(os.path.join(ROOT, "examples", "triton-registers-spills-occupancy", "source.py")).read()
+    script = triton.reproducer(Request("triton", source, triton.normalise_options({"target": "cuda:sm_90"})),
+                               {"irscope": "0", "triton": "3.9.0", "torch": "2.13.0+cpu"}, "abc")
+    assert 'os.environ["TRITON_DUMP_DIR"]' in script and 'os.environ["TRITON_KERNEL_DUMP"] = "1"' in script
+    path.write_text(script)
+    done = subprocess.run([sys.executable, "-I", str(path), str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and "compute capability 9.0" in done.stderr and "compile-only API" in done.stderr
 
 
 def _has_cuda() -> bool:
