@@ -195,6 +195,7 @@ class CollectiveGraph(Record, omit_defaults=True):
     graph: str  # forward, backward, inference
     collectives: list[CollectiveCall]
     before_passes: int  # how many collectives the graph had before Inductor's post-grad passes
+    # (`collectives` is after its pattern passes; bucketing comes later: see output_code_calls)
     output_code_stage: str = ""  # the stage key of the output code that calls them
     output_code_calls: list[OutputCodeCall] = []
     compute_bytes: int | None = None  # Inductor's bytes read and written by the graph's kernels

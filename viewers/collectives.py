@@ -39,7 +39,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
         plural = "s" if len(calls) != 1 else ""
         heading = f"Graph {graph.compile_id} ({graph.graph}): {len(calls)} collective{plural}"
         if graph.before_passes != len(calls):
-            heading += f" ({graph.before_passes} before Inductor's post-grad passes bucketed them)"
+            heading += f" ({graph.before_passes} before Inductor's post-grad pattern passes)"
         out.append(f"<h4>{escape(heading)}</h4>")
         summary = [f"collectives {_us(total)} estimated"]
         if graph.compute_bytes is not None:

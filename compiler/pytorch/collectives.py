@@ -2,14 +2,15 @@
 the graphs themselves, and what they cost under a stated interconnect model.
 
 Inductor runs two hooks of its own on every post-grad graph: `post_grad_custom_pre_pass` before its
-post-grad passes (FX bucketing of all-gathers, reduce-scatters and all-reduces among them) and
-`post_grad_custom_post_pass` after them. irscope hangs a read-only pass on both: it walks the graph,
-changes nothing, and records every functional collective (`torch.ops._c10d_functional.*`) with
-what the FX node itself carries: its operand's and result's fake tensors (shape, dtype, bytes), its
-process group (resolved by name to its ranks, and to the dimension of the mesh that owns it), and
-its stack trace (the user's innermost line). Comparing the two hooks' lists shows what bucketing
-did; the output code (parsed by `output_code_collectives`) shows where Inductor's scheduler put each
-collective among the kernels.
+post-grad passes and `post_grad_custom_post_pass` after its pattern passes. irscope hangs a
+read-only pass on both: it walks the graph, changes nothing, and records every functional
+collective (`torch.ops._c10d_functional.*`) with what the FX node itself carries: its operand's and
+result's fake tensors (shape, dtype, bytes), its process group (resolved by name to its ranks, and
+to the dimension of the mesh that owns it), and its stack trace (the user's innermost line).
+Inductor's comm passes come after both hooks (FX bucketing of all-gathers, reduce-scatters and
+all-reduces at the end of the post-grad passes, then the scheduler's reordering for overlap), so
+what they made of the collectives is read from the output code (`output_code_collectives`): the
+calls, their buffers and their order among the kernels.
 
 Costs are estimates, never measurements: an alpha-beta model of a ring on the chosen interconnect
 (stated on the page, its bandwidth and latency options of the job), and Inductor's own NCCL model
@@ -115,7 +116,7 @@ class GraphRecord:
     compile_id: str
     graph: str  # "forward", "backward", "inference"
     before: list[GraphCollective] = field(default_factory=list)  # before Inductor's post-grad passes
-    after: list[GraphCollective] = field(default_factory=list)  # after them
+    after: list[GraphCollective] = field(default_factory=list)  # after its pattern passes, before bucketing
 
 
 class Recorder:
@@ -350,7 +351,9 @@ MEMORY_BANDWIDTH_GBS = {"cuda:sm_80": 2039.0, "cuda:sm_90": 3350.0, "cuda:sm_100
 
 NOTE = ("Rank 0's graphs: every rank of the world compiles the same program. Collectives are read from each "
         "post-grad graph Inductor compiled (a read-only pass on its own post_grad_custom_pre_pass and "
-        "post_grad_custom_post_pass hooks), sizes from the graph's fake tensors; the compute estimate is Inductor's "
+        "post_grad_custom_post_pass hooks), sizes from the graph's fake tensors; Inductor's bucketing and reordering "
+        "come after those hooks, and the output code's calls show what they made of them. The compute estimate is "
+        "Inductor's "
         "count of the bytes its kernels read and write, at the target's memory bandwidth (a memory-bound lower "
         "bound; none on the host CPU).")
 
