@@ -17,6 +17,7 @@ event loop that serves MCP never waits on the database.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -360,8 +361,13 @@ class Tools:
 def build(backend: Backend) -> MCPServer:
     """The MCP server of irscope's tools over `backend`."""
     tools = Tools(backend)
+    # The SDK configures the root logger (logging.basicConfig) when a server is made; irscope's
+    # processes configure their own logging, so it is put back as it was.
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     server = MCPServer("irscope", title="irscope: an explorer for ML compilers", instructions=INSTRUCTIONS,
                        log_level="WARNING")
+    root.handlers[:], root.level = handlers, level
 
     async def call(fn: Callable[..., Any], *args: Any) -> Any:
         try:
