@@ -129,8 +129,14 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
     if export:
         writes.append("model.pt2          the AOTInductor package")
     needs = ""
+    world = int(options.get("devices") or 1)
+    if world > 1:
+        needs = (f"The job ran rank 0 of a virtual world of {world} ranks (PyTorch's fake process-group backend, "
+                 "compile-only on fake tensors). This script runs one plain process: start it as rank 0 of a real "
+                 f"world instead, e.g. torchrun --nproc-per-node {world} on {world} devices, for the program's "
+                 "own init_process_group / init_device_mesh to find one. ")
     if target != "host":
-        needs = (f"The job's target is {target}: this script needs a CUDA GPU of that architecture (irscope "
+        needs += (f"The job's target is {target}: this script needs a CUDA GPU of that architecture (irscope "
                  "compiled for a virtual one; plain PyTorch cannot). It stops and says so on a machine without "
                  "one.")
     mode = None if options["mode"] == "default" else options["mode"]
