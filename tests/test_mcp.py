@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 import anyio
@@ -48,8 +49,15 @@ async def _http_session(base: str, work):
             return await work(session)
 
 
+def _in_own_thread(*args):
+    """anyio.run in a thread of its own, as an MCP client program would run its loop: the browser
+    tests' Playwright (sync API) keeps an event loop in the main thread for the whole session."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, *args).result()
+
+
 def over_http(base: str, work):
-    return anyio.run(_http_session, base, work)
+    return _in_own_thread(_http_session, base, work)
 
 
 def over_stdio(args: list[str], env: dict, work):
@@ -59,7 +67,7 @@ def over_stdio(args: list[str], env: dict, work):
             async with ClientSession(streams[0], streams[1]) as session:
                 await session.initialize()
                 return await work(session)
-    return anyio.run(run)
+    return _in_own_thread(run)
 
 
 async def _until_done(session: ClientSession, job_id: str) -> dict:
