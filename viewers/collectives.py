@@ -28,8 +28,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
     out = [f'<div class="collectives-view"><p class="mesh-summary">{data.devices} ranks; '
            f'<b>estimates, not measurements</b>: {escape(comm.interconnect)}, {comm.bandwidth_gbs:g} GB/s per GPU '
            f'one way, {comm.latency_us:g} µs per step ({escape(comm.source)}).</p>'
-           f'<p class="mesh-note">{escape(comm.model)}</p>',
-           f'<p class="mesh-note">{escape(data.note)}</p>']
+           f'<p class="mesh-note">{escape(comm.model)}</p>']  # data.note is the stage's note, shown by the page
     if not data.graphs:
         out.append('<p class="mesh-note">No graph was compiled by Inductor.</p>')
     rows_left = MAX_ROWS
