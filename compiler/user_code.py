@@ -74,6 +74,17 @@ def captured_stdout(sink: CappedText) -> Iterator[CappedText]:
         sys.stdout = old
 
 
+def line_on_stack(path: str) -> int | None:
+    """The innermost line of `path` on the caller's stack (a call the user's code made into a
+    library that irscope wraps)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == path:
+            return frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
 def user_line(exc: BaseException, path: str) -> int | None:
     """The innermost line of `path` in the exception's traceback (or its SyntaxError line)."""
     if isinstance(exc, SyntaxError) and exc.filename == path:

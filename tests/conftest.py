@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import pytest
 
@@ -157,6 +158,36 @@ class Background:
 def start_child(argv: list[str], base: str) -> Background:
     with open(os.path.join(base, "child.log"), "w") as log:
         return Background(subprocess.Popen(argv, cwd=base, stdout=log, stderr=subprocess.STDOUT), base)
+
+
+@dataclass
+class Children:
+    """Child processes compiling side by side for a module fixture, each in base/<name> (its
+    child.log: its output); the module's compiles need one process each (a process-wide state)."""
+
+    procs: dict[str, subprocess.Popen]
+    base: str
+    timeout_s: float = 900
+
+    def finish(self) -> str:
+        for name, proc in self.procs.items():
+            proc.wait(timeout=self.timeout_s)
+            with open(os.path.join(self.base, name, "child.log"), encoding="utf-8", errors="replace") as f:
+                log = f.read()
+            assert proc.returncode == 0, (name, log[-4000:])
+        return self.base
+
+
+def start_children(script: str, names: Iterable[str], base: str, timeout_s: float = 900) -> Children:
+    """`python script base/<name> <name>` for each name, all at once; each may take `timeout_s`."""
+    procs = {}
+    for name in names:
+        out = os.path.join(base, name)
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "child.log"), "w") as log:
+            procs[name] = subprocess.Popen([sys.executable, script, out, name], cwd=out, stdout=log,
+                                           stderr=subprocess.STDOUT)
+    return Children(procs, base, timeout_s)
 
 
 def pytest_collection_finish(session):

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-from dataclasses import dataclass
 
 import pytest
 
@@ -143,30 +141,10 @@ def _child(out: str, name: str) -> None:
     run_job("pytorch", source, options, out)
 
 
-@dataclass
-class Children:
-    procs: dict[str, subprocess.Popen]
-    base: str
-
-    def finish(self, timeout: float = 900) -> str:
-        for name, proc in self.procs.items():
-            proc.wait(timeout=timeout)
-            with open(os.path.join(self.base, name, "child.log"), encoding="utf-8", errors="replace") as f:
-                log = f.read()
-            assert proc.returncode == 0, (name, log[-4000:])
-        return self.base
-
-
-def start_in_background(base: str) -> Children:
+def start_in_background(base: str):
     """The module's compiles (tests/conftest.py starts them when collection ends)."""
-    procs = {}
-    for name in COMPILES:
-        out = os.path.join(base, name)
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "child.log"), "w") as log:
-            procs[name] = subprocess.Popen([sys.executable, os.path.abspath(__file__), out, name], cwd=ROOT,
-                                           stdout=log, stderr=subprocess.STDOUT)
-    return Children(procs, base)
+    from tests.conftest import start_children  # the child this file also is does not import conftest
+    return start_children(__file__, COMPILES, base)
 
 
 @pytest.fixture(scope="module")

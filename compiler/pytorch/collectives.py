@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+from unittest import mock
+
+from compiler.user_code import line_on_stack
 
 # --- the interconnect model -----------------------------------------------------------------------
 
@@ -204,26 +206,22 @@ class Recorder:
         graphs), recorded with its tensors, group and the user's line, then called as it was."""
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
-        torch, saved = self.torch, []
-        for name, tensor_arg in _EAGER.items():
-            original = getattr(c10d, name, None)
-            if original is None:
-                continue
+        torch = self.torch
+        with contextlib.ExitStack() as stack:
+            for name, tensor_arg in _EAGER.items():
+                original = getattr(c10d, name, None)
+                if original is None:
+                    continue
 
-            def call(*args: Any, __original: Any = original, __name: str = name, __arg: int = tensor_arg,
-                     **kwargs: Any) -> Any:
-                if not torch.compiler.is_compiling():
-                    self._record_eager(__name, __arg, __original, args, kwargs)
-                return __original(*args, **kwargs)
-            for module in (dist, c10d):
-                if getattr(module, name, None) is original:
-                    saved.append((module, name, original))
-                    setattr(module, name, call)
-        try:
+                def call(*args: Any, __original: Any = original, __name: str = name, __arg: int = tensor_arg,
+                         **kwargs: Any) -> Any:
+                    if not torch.compiler.is_compiling():
+                        self._record_eager(__name, __arg, __original, args, kwargs)
+                    return __original(*args, **kwargs)
+                for module in (dist, c10d):
+                    if getattr(module, name, None) is original:
+                        stack.enter_context(mock.patch.object(module, name, call))
             yield
-        finally:
-            for module, name, original in saved:
-                setattr(module, name, original)
 
     def _record_eager(self, name: str, tensor_arg: int, function: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         try:
@@ -237,12 +235,7 @@ class Recorder:
             tensors = [a for a in bound.values() if isinstance(a, self.torch.Tensor)]
             model = tensors[tensor_arg] if len(tensors) > tensor_arg else (tensors[0] if tensors else None)
             nbytes = _nbytes(model)
-            frame, line = sys._getframe(2), None
-            while frame is not None:
-                if frame.f_code.co_filename == self.user_file:
-                    line = frame.f_lineno
-                    break
-                frame = frame.f_back  # type: ignore[assignment]
+            line = line_on_stack(self.user_file)
             self.eager.append(GraphCollective(
                 op=name, node=f"eager {len(self.eager) + 1}", group=group_name, group_size=size, ranks=ranks,
                 mesh_dim=self._mesh_dim(group_name), input=", ".join(_describe(t) for t in tensors[1:] or tensors),

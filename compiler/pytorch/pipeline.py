@@ -293,10 +293,10 @@ class PyTorchPipeline(Pipeline):
         stream.stop()
         bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
         entries = stream.finish(artifact_logs.texts(logs))
-        _write_estimates(bundle, estimates.graphs(scheduler_estimates), torch_trace.compile_ids(entries))
+        graph_estimates = estimates.graphs(scheduler_estimates)
+        _write_estimates(bundle, graph_estimates, torch_trace.compile_ids(entries))
         if world is not None and recorder is not None:
-            _write_world(bundle, world, recorder, model, entries, estimates.graphs(scheduler_estimates), options,
-                         torch)
+            _write_world(bundle, world, recorder, model, entries, graph_estimates, options, torch)
         if kernels is not None:
             kernels.finish()
         timings = compile_timings(entries)
@@ -524,8 +524,7 @@ def _write_world(bundle: Bundle, world: virtual_world.World, recorder: collectiv
     for entry in entries:
         if entry.kind == "inductor_output_code" and entry.compile_id is not None:
             codes = output_codes.setdefault(entry.compile_id, [])
-            backward = "backward" in entry.payload.split("\n", 1)[0]
-            suffix = ".backward" if backward else ("" if not codes else f".{len(codes)}")
+            suffix = trace_stages.output_code_suffix(entry.payload, len(codes))
             codes.append((f"inductor.output_code:{entry.compile_id}{suffix}", entry.payload))
     compute = {(trace_stages.trace_id(g.compile_id, trace_ids), g.backward): g.total_bytes for g in graphs}
     link = collectives.interconnect_for(options["interconnect"], options["target"])

@@ -213,10 +213,8 @@ class TraceStages:
     def _release_code(self, cid: str, state: _CompileId) -> None:
         pending, state.pending_code = state.pending_code, []
         for entry in pending:
-            i = state.output_codes
+            suffix = output_code_suffix(entry.payload, state.output_codes)
             state.output_codes += 1
-            first = entry.payload.split("\n", 1)[0]
-            suffix = ".backward" if "backward" in first else ("" if i == 0 else f".{i}")
             pairs = torch_source_map.output_code_map(entry.payload, state.node_lines, state.kernels)
             meta = {"file": (entry.data or {}).get("filename", "")}
             if self.output_code_note:
@@ -225,6 +223,14 @@ class TraceStages:
                       "python", entry.payload, pairs, meta)
             _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
                                  ".backward" if suffix == ".backward" else "")
+
+
+def output_code_suffix(payload: str, index: int) -> str:
+    """What follows `inductor.output_code:<compile id>` in the key of a compile id's `index`-th
+    output code (counted from 0): ".backward" for a backward graph's, ".<index>" after the first."""
+    if "backward" in payload.split("\n", 1)[0]:
+        return ".backward"
+    return "" if index == 0 else f".{index}"
 
 
 def is_user_path(path: str, user_paths: tuple[str, ...]) -> bool:

@@ -20,10 +20,12 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+from unittest import mock
 
 from compiler.errors import ErrorKind
 from compiler.pipeline import UserError
 from compiler.pytorch.collectives import dtype_name
+from compiler.user_code import line_on_stack
 
 MAX_DEVICES = 1024  # world sizes of real jobs; rank 0 alone is compiled, so the cost is the meshes' groups
 
@@ -39,12 +41,10 @@ NOTE = ("A virtual world: the source ran as rank 0 of {n} ranks on PyTorch's fak
 
 @dataclass
 class World:
-    """The world irscope initialised: its size, the meshes the source made, and the source's own
-    calls to init_process_group that irscope's world answered."""
+    """The world irscope initialised: its size and the meshes the source made."""
 
     size: int
     meshes: list[Any] = field(default_factory=list)  # torch DeviceMesh objects, in creation order
-    answered_inits: list[int] = field(default_factory=list)  # user lines of init_process_group calls
 
 
 def start(size: int, torch: Any) -> World:
@@ -116,14 +116,13 @@ def source_patches(world: World, path: str) -> Iterator[None]:
         return mesh
 
     def init_process_group(*args: Any, **kwargs: Any) -> None:
-        line = _user_line(path)
+        # already initialised, by irscope, as rank 0: answered unless it asks for another size
         asked = kwargs.get("world_size", args[4] if len(args) > 4 else -1)
         if asked not in (-1, None) and int(asked) != world.size:
             raise UserError(ErrorKind.InputError, *_at(path, f"init_process_group(world_size={asked}) asks for a "
                                                             f"world of {asked} ranks; irscope already initialised "
                                                             f"one of {world.size} (option devices: {world.size}): "
                                                             f"set devices: {asked}"))
-        world.answered_inits.append(line or 0)  # already initialised, by irscope, as rank 0
 
     patched = [(device_mesh, "init_device_mesh", init_device_mesh), (c10d, "init_process_group", init_process_group),
                (dist, "init_process_group", init_process_group)]
@@ -131,30 +130,15 @@ def source_patches(world: World, path: str) -> Iterator[None]:
     for module in (dist, dtensor):
         if getattr(module, "init_device_mesh", None) is original_mesh:
             patched.append((module, "init_device_mesh", init_device_mesh))
-    saved = [(module, name, getattr(module, name)) for module, name, _ in patched]
-    for module, name, value in patched:
-        setattr(module, name, value)
-    try:
+    with contextlib.ExitStack() as stack:
+        for module, name, value in patched:
+            stack.enter_context(mock.patch.object(module, name, value))
         yield
-    finally:
-        for module, name, value in saved:
-            setattr(module, name, value)
-
-
-def _user_line(path: str) -> int | None:
-    """The user's innermost line on the current stack."""
-    import sys
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename == path:
-            return frame.f_lineno
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
 
 
 def _at(path: str, message: str) -> tuple[str, int | None]:
     """A UserError's message and line: the user's innermost line on the stack."""
-    line = _user_line(path)
+    line = line_on_stack(path)
     return (f"line {line}: {message}" if line else message), line
 
 
@@ -217,8 +201,8 @@ def placements(model: Any, world: World, torch: Any) -> dict[str, Any] | None:
             described = ", ".join(f"{dim}={n}: {_placement(p)}" for dim, n, p in zip(names, mesh.shape, spec))
             kinds = {type(p).__name__ for p in spec}
             kind = "partial" if "Partial" in kinds else ("replicated" if kinds == {"Replicate"} else "tiled")
-            arrays.append({"role": f"{role} ({_dtype(tensor.dtype)}; rank 0 holds {list(local_shape)})",
-                           "name": name, "shape": f"{_dtype(tensor.dtype)}{list(shape)}", "dims": list(shape),
+            arrays.append({"role": f"{role} ({dtype_name(tensor.dtype)}; rank 0 holds {list(local_shape)})",
+                           "name": name, "shape": f"{dtype_name(tensor.dtype)}{list(shape)}", "dims": list(shape),
                            "sharding": described, "type": kind, "tiles": tiles,
                            "tile_dims": [int(n) for n in mesh.shape], "tile_devices": ranks})
     if not arrays:
@@ -243,5 +227,3 @@ def _placement(p: Any) -> str:
     return repr(p).replace("dim=", "")
 
 
-def _dtype(dtype: Any) -> str:
-    return dtype_name(dtype)
