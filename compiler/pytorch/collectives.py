@@ -186,7 +186,6 @@ class Recorder:
         outputs = output_val if isinstance(output_val, (list, tuple)) else [output_val]
         in_bytes = sum(_nbytes(v) for v in input_vals)
         out_bytes = sum(_nbytes(v) for v in outputs)
-        estimate = None
         try:
             from torch._inductor.comm_analysis import estimate_nccl_collective_runtime_from_fx_node
             estimate = round(float(estimate_nccl_collective_runtime_from_fx_node(node)) * 1e3, 3)
