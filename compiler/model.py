@@ -21,6 +21,15 @@ JOB_FILE = "request.json"
 OUT_DIR = "out"
 INPUTS_DIR = "inputs"
 SPARE_READY = "spare-ready"
+# A spare template (compiler/spare_template.py): in its own directory, the jobs' seccomp filter
+# (the runner's) and, per slot, the PID of the process it forked and how that process ended; in
+# each slot, the runner's go-ahead (once the process is in the job's cgroup; it carries the job's
+# rlimits and /tmp sizes) and the job process's output.
+TEMPLATE_SECCOMP = "seccomp.bpf"
+SLOT_FORKS = "forks"
+SLOT_EXITS = "exits"
+SLOT_GO = ".go"
+SLOT_LOG = "worker.log"
 
 
 def canonical_json(value: Any) -> str:

@@ -108,6 +108,9 @@ class Pipeline:
     # The kinds of spare worker kept ready ("": the plain one; a pipeline may warm others, e.g.
     # one per GPU target, that prepare_spare makes and spare_kind hands jobs to).
     spare_kinds: tuple[str, ...] = ("",)
+    # Whether its spares may be templates that fork each job's process (compiler/spare_template.py):
+    # only where prepare_spare leaves the process with no thread of its own running.
+    spare_templates: bool = False
     # A language whose jobs are made from an uploaded file (the `import` language), never from a
     # pasted source: POST /api/compile refuses it; the runner copies `inputs(request)` into the job.
     made_by_upload: bool = False
@@ -146,6 +149,12 @@ class Pipeline:
         waiting for it: a warm-up only pays for itself before one exists)."""
         for module in self.prewarm_modules:
             importlib.import_module(module)
+
+    def template_carried_dirs(self) -> list[str]:
+        """For a spare template, after prepare_spare: directories under /tmp that the warm-up
+        filled from the toolchain alone, which each forked job sees read-only in its own new /tmp
+        (compiler/spare_template.py)."""
+        return []
 
     def inputs(self, request: Request) -> dict[str, str]:
         """Uploads the job reads: file name in the job's `inputs/` -> the upload's sha256. The

@@ -24,9 +24,9 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
-from compiler import registry
+from compiler import registry, spare_template
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JOB_FILE, OUT_DIR, SPARE_READY, JobError, JobFile, Request
 from compiler.pipeline import Bundle, JobContext, OptionError, UserError
@@ -39,6 +39,7 @@ class ProcessSettings:
 
     workdir: str  # the job's private scratch directory ("" : make one)
     spare_for: str  # a pre-started worker: the language to import before its job arrives ("" : none)
+    template: bool  # a spare template: it forks one job process per slot (compiler/spare_template.py)
     toolchain_cache: str
     export_toolchain_cache: str
 
@@ -49,12 +50,14 @@ def environment_settings(environ: Mapping[str, str]) -> ProcessSettings:
     return ProcessSettings(
         workdir=environ.get("IRSCOPE_WORKDIR", ""),
         spare_for=environ.get("IRSCOPE_SPARE_FOR", ""),
+        template=environ.get("IRSCOPE_SPARE_TEMPLATE", "") == "1",
         toolchain_cache=environ.get("IRSCOPE_TOOLCHAIN_CACHE", ""),
         export_toolchain_cache=environ.get("IRSCOPE_EXPORT_TOOLCHAIN_CACHE", ""),
     )
 
 
-def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str) -> None:
+def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str,
+            job_arrived: Callable[[], bool]) -> None:
     """A spare worker (`spare_for`: its language, or `<language>@<kind>`): set the pipeline's
     environment and let the pipeline get the process ready (import its compiler, maybe a warm-up
     compile of its own code) before any job exists, so the job it is later handed does not wait for
@@ -63,9 +66,7 @@ def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str) ->
     language, _, kind = spare_for.partition("@")
     pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
-    job_file = os.path.join(job_dir, JOB_FILE)
-    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind,
-                                                   job_arrived=lambda: os.path.exists(job_file)))
+    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind, job_arrived=job_arrived))
     with open(os.path.join(job_dir, SPARE_READY), "w", encoding="utf-8"):
         pass
 
@@ -107,9 +108,17 @@ def main(argv: list[str]) -> int:
     process = environment_settings(os.environ)
     scratch = process.workdir or tempfile.mkdtemp(prefix="irscope-")
     os.makedirs(scratch, exist_ok=True)
-    if process.spare_for:
-        prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir)
-        wait_for_request(os.path.join(job_dir, JOB_FILE))
+    if process.spare_for and process.template:
+        prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir, spare_template.job_waiting)
+        carried = registry.get(process.spare_for.partition("@")[0]).template_carried_dirs()
+        if not spare_template.serve(job_dir, carried):
+            return 0  # the template: every slot served
+        job_dir = spare_template.JOB_DIR  # a forked job process, in a sandbox of its own
+        os.makedirs(scratch, exist_ok=True)  # its /tmp is new
+    elif process.spare_for:
+        job_file = os.path.join(job_dir, JOB_FILE)
+        prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir, lambda: os.path.exists(job_file))
+        wait_for_request(job_file)
     with open(os.path.join(job_dir, JOB_FILE), encoding="utf-8") as f:
         job = JobFile.from_json(json.load(f))
     request, settings = job.request, job.settings

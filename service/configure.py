@@ -73,7 +73,9 @@ def runner_config(values: dict[str, Any], user: sandbox.SandboxUser | None, data
                         workers=int(values["workers"]) if workers is None else workers,
                         use_bwrap=values["sandbox"] == "bwrap", job=job_settings(values),
                         keep_job_dirs=bool(values["keep_job_dirs"]), spare_workers=int(values["spare_workers"]),
-                        spare_memory_mb=int(values["spare_memory_mb"]), user=user)
+                        spare_memory_mb=int(values["spare_memory_mb"]),
+                        spare_template_slots=int(values["spare_template_slots"]) if values["sandbox"] == "bwrap" else 0,
+                        user=user)
 
 
 def jobs_config(values: dict[str, Any], languages: tuple[str, ...]) -> JobsConfig:

@@ -69,6 +69,9 @@ def is_full(job_dir: str) -> bool:
 
 
 def release(job_dir: str) -> None:
-    """Unmount (if mounted) and remove a job directory. Never follows a link the job made."""
+    """Empty, unmount (if mounted) and remove a job directory. Never follows a link the job made.
+    Emptied first: a spare template's bind of a slot keeps that tmpfs, and what is in it, alive
+    until the template ends."""
+    shutil.rmtree(job_dir, ignore_errors=True)
     _unmount(job_dir)
     shutil.rmtree(job_dir, ignore_errors=True)

@@ -33,6 +33,7 @@ class RunnerConfig:
     keep_job_dirs: bool = False
     spare_workers: int = 0  # job processes started ahead of demand, per language that can use them
     spare_memory_mb: int = 0  # what the spares may hold in memory together (0: no bound)
+    spare_template_slots: int = 0  # jobs one spare template forks (0: a spare is one started process)
     user: sandbox.SandboxUser | None = None  # the host user jobs run as (with a root server)
 
     @property

@@ -88,6 +88,19 @@ def sandbox_user(name: str) -> SandboxUser:
 
 
 JOB_PLACEHOLDER = "{job}"
+SLOTS_MOUNT = "/slots"  # where a spare template sees its slots (compiler/spare_template.py)
+
+
+def rlimits(limits: JobSettings, with_pids_cgroup: bool) -> list[tuple[int, int, int]]:
+    """The job's rlimits as (resource, soft, hard): set before bwrap runs, or by a forked job
+    process on itself (compiler/spare_template.py) before its job."""
+    caps = [(resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+            (resource.RLIMIT_CPU, limits.cpu_time_limit_s, limits.cpu_time_limit_s + 5),
+            (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+            (resource.RLIMIT_CORE, 0, 0)]
+    if not with_pids_cgroup:
+        caps.append((resource.RLIMIT_NPROC, limits.process_limit, limits.process_limit))
+    return caps
 
 
 @dataclass
@@ -104,6 +117,9 @@ class SandboxSpec:
     use_bwrap: bool = True
     user: SandboxUser | None = None
     seccomp: bool = True  # under bubblewrap, the job runs under service/seccomp.py's filter
+    # A spare template (compiler/spare_template.py): these host directories are bound at
+    # /slots/0, /slots/1, ..., one per job it will fork, and it runs under seccomp.TEMPLATE_FILTER.
+    slots: list[str] = field(default_factory=list)
 
 
 def bwrap_path() -> str | None:
@@ -196,12 +212,18 @@ def bwrap_argv(spec: SandboxSpec, limits: JobSettings, seccomp_fd: int | None = 
                 binds.bind("--ro-bind", p, p)
     for outside, inside in spec.ro_binds:
         binds.bind("--ro-bind", outside, inside)
-    args += ["--proc", "/proc",
+    # A spare template's forks each mount a /proc of their own PID namespace (compiler/
+    # spare_template.py), which the kernel allows only beside an uncovered proc mount: the
+    # template (irscope's code only) sees the host's /proc instead of bwrap's covered one.
+    args += ["--bind", "/proc", "/proc"] if spec.slots else ["--proc", "/proc"]
+    args += [
              # /dev: bwrap's minimal device set, read-only, with a small private /dev/shm for
              # multiprocessing's semaphores
              "--dev", "/dev", "--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
              "--remount-ro", "/dev",
              "--bind", spec.job_dir, "/job", "--chdir", "/tmp"]
+    for i, slot in enumerate(spec.slots):
+        binds.bind("--bind", slot, f"{SLOTS_MOUNT}/{i}")
     env = dict(spec.env, IRSCOPE_WORKDIR="/tmp/work", HOME="/tmp", TMPDIR="/tmp")
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -234,16 +256,13 @@ class Sandboxed:
 
         def before_exec() -> None:
             # Runs in the child between fork and exec: limits apply to bwrap and everything under it.
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_time_limit_s, limits.cpu_time_limit_s + 5))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if "pids" not in cgroup.dirs:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.process_limit, limits.process_limit))
+            for which, soft, hard in rlimits(limits, "pids" in cgroup.dirs):
+                resource.setrlimit(which, (soft, hard))
             cgroup.enter()
 
         if spec.use_bwrap:
-            seccomp_fd = seccomp.FILTER.fd() if spec.seccomp else None
+            chosen = seccomp.TEMPLATE_FILTER if spec.slots else seccomp.FILTER
+            seccomp_fd = chosen.fd() if spec.seccomp else None
             argv = bwrap_argv(spec, limits, seccomp_fd)
             env = {"PATH": "/usr/bin:/bin"}
         else:
@@ -329,7 +348,7 @@ class Sandboxed:
         output = b"".join(self._kept).decode("utf-8", "replace")
         outcome = Outcome(returncode=proc.returncode, wall_s=time.monotonic() - self.started, output=output,
                           output_truncated=self._truncated[0], sandboxed=self.spec.use_bwrap)
-        _explain(outcome, limits, self._timed_out, processes_hit, memory_hit)
+        explain(outcome, limits, self._timed_out, processes_hit, memory_hit)
         return outcome
 
 
@@ -347,7 +366,7 @@ def _kill(proc: subprocess.Popen, cgroup: JobCgroup) -> None:
     cgroup.kill_all()
 
 
-def _explain(outcome: Outcome, limits: JobSettings, timed_out: bool, processes_hit: bool,
+def explain(outcome: Outcome, limits: JobSettings, timed_out: bool, processes_hit: bool,
              memory_hit: bool = False) -> None:
     """Name the limit that ended the process, in the words shown to the user."""
     code = outcome.returncode

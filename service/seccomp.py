@@ -18,6 +18,11 @@ What it denies (each with EPERM, so the program is told, not killed):
 
 Everything else is allowed: the compilers (Python, PyTorch's threads and subprocesses, g++, ptxas,
 XLA) need the rest. tests/test_security.py tries each denial from inside a job.
+
+A spare template (compiler/spare_template.py) is the one process that runs under a looser filter,
+`TEMPLATE_FILTER`: new namespaces and mounts are allowed to it, because each job process it forks
+makes a sandbox of its own with them (a user namespace, fresh mounts) and then loads this whole
+filter itself, before anything of its job runs. The template runs irscope's code only.
 """
 from __future__ import annotations
 
@@ -54,17 +59,24 @@ def available() -> str | None:
     return None
 
 
-def build_bpf() -> bytes:
-    """The filter as BPF bytes for this machine's architecture."""
+# What a spare template may do that its forked jobs may not (the module docstring says why).
+TEMPLATE_ALLOWS = ("namespaces", "mounts")
+
+
+def build_bpf(allowed: tuple[str, ...] = ()) -> bytes:
+    """The filter as BPF bytes for this machine's architecture; `allowed`: categories of DENIED
+    left out (TEMPLATE_ALLOWS for a spare template, whose forks load the whole filter)."""
     import pyseccomp as seccomp
     f = seccomp.SyscallFilter(seccomp.ALLOW)
-    for names in DENIED.values():
+    for category, names in DENIED.items():
+        if category in allowed:
+            continue
         for name in names:
             try:
                 f.add_rule(seccomp.ERRNO(errno.EPERM), name)
             except (ValueError, RuntimeError, OSError):
                 continue  # a syscall this architecture does not have (iopl on arm64, ...)
-    for flag in _CLONE_NEW.values():  # one rule per flag: any of them set refuses the clone
+    for flag in _CLONE_NEW.values() if "namespaces" not in allowed else ():  # any of them refuses the clone
         f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     with tempfile.TemporaryFile() as out:
@@ -77,17 +89,22 @@ class CompiledFilter:
     """The BPF of the filter, built once per process, given to each sandbox as a file descriptor
     (bubblewrap reads the program from it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, allowed: tuple[str, ...] = ()) -> None:
+        self.allowed = allowed
         self._bpf: bytes | None = None
+
+    def bpf(self) -> bytes:
+        if self._bpf is None:
+            self._bpf = build_bpf(self.allowed)
+        return self._bpf
 
     def fd(self) -> int:
         """A new readable fd holding the program (the caller passes it to bwrap and closes it)."""
-        if self._bpf is None:
-            self._bpf = build_bpf()
         read_fd, write_fd = os.pipe()
-        os.write(write_fd, self._bpf)  # a few KiB: well under a pipe's buffer
+        os.write(write_fd, self.bpf())  # a few KiB: well under a pipe's buffer
         os.close(write_fd)
         return read_fd
 
 
 FILTER = CompiledFilter()
+TEMPLATE_FILTER = CompiledFilter(TEMPLATE_ALLOWS)

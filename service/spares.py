@@ -7,6 +7,11 @@ a job ends, or the next student of a class, finds one ready: `spare_workers` of 
 language and kind while their memory together stays under `spare_memory_mb` (each one's resident
 memory is read from its cgroup, and reported with the job it serves).
 
+Where the pipeline allows it (PyTorch) and jobs are sandboxed, a spare is one slot of a spare
+template (service/spare_templates.py): one warmed-up process forks each job's process, so a taken
+spare costs a fork, not a warm-up; the next template starts when fewer than `spare_workers` slots
+are left.
+
 Spares are filed by key: the language, or `<language>@<kind>` for a pipeline's other kinds of spare
 (`pytorch@cuda:sm_90`: one that installed a virtual H100 before its warm-up; Pipeline.spare_kinds).
 """
@@ -23,6 +28,7 @@ from compiler import registry
 from service import job_dir as job_dirs
 from service import job_process, sandbox
 from service.job_process import RunnerConfig
+from service.spare_templates import ForkedJob, Template
 from service.toolchain import toolchain
 
 
@@ -38,20 +44,27 @@ def key_language(key: str) -> str:
 
 @dataclass
 class Spare:
-    """One spare: its job directory and process, and when it was started."""
+    """One spare: its job directory and process (or the process its template forks for it), and
+    when it was started."""
 
     job_dir: str
-    proc: sandbox.Sandboxed
+    proc: sandbox.Sandboxed | ForkedJob
     started: float
+    template: Template | None = None
 
     @property
     def ready(self) -> bool:
+        if self.template is not None:
+            return self.proc.alive() and self.template.ready
         return self.proc.alive() and job_process.is_ready(self.job_dir)
 
     def describe(self) -> dict:
         """What the spare is when a job takes it (the job's timings say it)."""
-        return {"ready": self.ready, "waited_s": round(time.monotonic() - self.started, 1),
-                "memory_bytes": self.proc.resident_bytes()}
+        described = {"ready": self.ready, "waited_s": round(time.monotonic() - self.started, 1),
+                     "memory_bytes": self.proc.resident_bytes()}
+        if self.template is not None:
+            described["forked_from_template"] = True  # memory_bytes: the template's, shared copy-on-write
+        return described
 
 
 class Spares:
@@ -61,6 +74,7 @@ class Spares:
         self.config = config
         self._lock = threading.Lock()
         self._spares: dict[str, list[Spare]] = {}
+        self._templates: list[Template] = []
         self._closed = False
         self._memory_seen = 0  # the largest resident memory a ready spare was seen with
         self._order: list[str] = []  # the languages asked for, first asked first: the order spares start in
@@ -94,10 +108,12 @@ class Spares:
             self._spares[key] = alive
             warming = any(not spare.ready for spares in self._spares.values() for spare in spares
                           if spare.proc.alive())
+            self._reap_templates()
             started = None
             if len(alive) < self.config.spare_workers and not warming and self._room_for_one():
-                started = self._start(key)
-                alive.append(started)
+                new = self._start(key)
+                alive.extend(new)
+                started = new[0]
         if started is not None:
             threading.Thread(target=self._fill_when_ready, args=(started,), daemon=True,
                              name=f"irscope-spare-ready-{key}").start()
@@ -147,10 +163,16 @@ class Spares:
         for spare in self._spares.get(key, []):
             if spare.proc.alive():
                 alive.append(spare)
-            else:
+            elif spare.template is None:
                 spare.proc.wait()
                 job_dirs.release(spare.job_dir)
         return alive
+
+    def _reap_templates(self) -> None:
+        """A template that ended (every slot served, or it died): its directories go."""
+        for template in [t for t in self._templates if not t.proc.alive()]:
+            self._templates.remove(template)
+            template.kill()
 
     def _note_memory(self, spare: Spare) -> None:
         held = spare.proc.resident_bytes() if spare.ready else None
@@ -160,17 +182,23 @@ class Spares:
     def _room_for_one(self) -> bool:
         """Whether one more spare fits `spare_memory_mb` beside those alive (of every key)."""
         bound = self.config.spare_memory_mb << 20
-        count = sum(len(spares) for spares in self._spares.values())
-        return bound <= 0 or (count + 1) * self._memory_seen <= bound
+        holders = {id(spare.template or spare.proc) for spares in self._spares.values() for spare in spares}
+        return bound <= 0 or (len(holders) + 1) * self._memory_seen <= bound
 
-    def _start(self, key: str) -> Spare:
+    def _start(self, key: str) -> list[Spare]:
+        """One spare, or the slots of one template (where the pipeline allows templates)."""
+        language = key_language(key)
+        if self.config.spare_template_slots > 0 and self.config.use_bwrap and registry.get(language).spare_templates:
+            template = Template(self.config, key, language)
+            self._templates.append(template)
+            return [Spare(job.job_dir, job, template.started, template) for job in template.jobs()]
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
         job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
         env, binds = job_process.environment(self.config, key_language(key), toolchain(key_language(key)),
                                              IRSCOPE_SPARE_FOR=key)
         # The wall clock starts when the spare is handed a job, not while it waits for one.
         proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job, clock=False)
-        return Spare(job_dir, proc, time.monotonic())
+        return [Spare(job_dir, proc, time.monotonic())]
 
     def release_stale(self) -> None:
         """Unmount and remove spare directories a previous server process left behind (it was
@@ -186,9 +214,13 @@ class Spares:
             self._closed = True
             for spares in self._spares.values():
                 for spare in spares:
-                    spare.proc.kill()
-                    job_dirs.release(spare.job_dir)
+                    if spare.template is None:
+                        spare.proc.kill()
+                        job_dirs.release(spare.job_dir)
+            for template in self._templates:
+                template.kill()
             self._spares.clear()
+            self._templates.clear()
 
     @property
     def closed(self) -> bool:

@@ -8,6 +8,7 @@ for its job), for the comparisons with the spare's job.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from urllib.parse import quote
 import pytest
 from torch.testing import FileCheck
 
+from service.spare_templates import ForkedJob
 from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
@@ -214,7 +216,53 @@ SHAPE_ERROR = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n
                "example_inputs = (torch.ones(2, 2),)\n")
 
 # name -> (source, options). "spare" goes first, to the pre-started worker.
+# Run by a job process a spare template forked (the fixture's server keeps templates): what the
+# job can see and do of its siblings, the template and the sandbox it made for itself.
+FORKED_PROBE = r"""
+import ctypes, json, os, signal
+import torch
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(result):
+    return 0 if result == 0 else ctypes.get_errno()
+def link(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # the listing's own descriptor, closed by now
+        return ""
+def status(field):
+    return next(line.split()[1] for line in open("/proc/self/status") if line.startswith(field + ":"))
+header_dir = torch._inductor.codecache._HEADER_DIR
+try:
+    open(os.path.join(header_dir, "written-by-a-job"), "w").close()
+    header_write = 0
+except OSError as e:
+    header_write = e.errno
+marks = {name: os.path.exists(path) for name, path in (("tmp", "/tmp/mark"), ("shm", "/dev/shm/mark"))}
+open("/tmp/mark", "w").close()
+open("/dev/shm/mark", "w").close()
+probe = {
+    "slots": os.listdir("/slots"), "job": sorted(os.listdir("/job")), "pid": os.getpid(),
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "uid": os.getuid(), "cap_eff": status("CapEff"), "cap_bnd": status("CapBnd"), "seccomp": status("Seccomp"),
+    "filters": int(status("Seccomp_filters")), "no_new_privs": status("NoNewPrivs"),
+    "fds": sorted(link(fd) for fd in os.listdir("/proc/self/fd")),
+    "unshare_user": errno_of(libc.unshare(0x10000000)),
+    "mount": errno_of(libc.mount(b"none", b"/slots", b"tmpfs", 0, None)),
+    "umount_slots": errno_of(libc.umount2(b"/slots", 2)), "umount_job": errno_of(libc.umount2(b"/job", 2)),
+    "header_dir_listed": bool(os.listdir(header_dir)), "header_write": header_write, "marks_seen": marks,
+}
+print("PROBE " + json.dumps(probe))
+
+
+def model(x):
+    return torch.cos(x) + %s
+
+
+example_inputs = (torch.randn(8),)
+"""
 JOBS = {
+    "forked_a": (FORKED_PROBE % "1", {}),
+    "forked_b": (FORKED_PROBE % "2", {}),
     "spare": (SPARE_MODEL, SPARE_OPTIONS),
     "streamed": (STREAMED, {}),
     "graph_break": (GRAPH_BREAK_MODEL, {}),
@@ -293,7 +341,9 @@ def compiled(tmp_path_factory, pytorch_toolchain_cache):
     while time.monotonic() < deadline and not (spares.ready("pytorch") and spares.ready("pytorch@cuda:sm_90")):
         time.sleep(0.2)
     spare = spares.waiting("pytorch")[0]
-    assert spares.ready("pytorch") and _has_torch_loaded(spare.proc.pid), "the spare worker never got ready"
+    assert isinstance(spare, ForkedJob), "a PyTorch spare with bubblewrap is a template's slot"
+    assert spares.ready("pytorch") and _has_torch_loaded(spare.template.proc.proc.pid), \
+        "the spare worker never got ready"
     assert spares.ready("pytorch@cuda:sm_90"), "the virtual H100's spare never got ready"
     client = app.test_client()
     ids = {}
@@ -728,6 +778,34 @@ def test_a_virtual_gpu_spare_compiles_every_stage_as_a_cold_worker(compiled):
             differ.append(key)
     assert set(differ) <= {k for k in keys if k.startswith(("dynamo.guards", "dynamo.bytecode", "inductor.pre_grad",
                                                               "triton.metadata:"))}, differ
+
+
+def test_a_forked_job_runs_in_a_sandbox_of_its_own(compiled):
+    """Two jobs forked by one spare template (their timings say so): each saw its own job
+    directory and none of the template's slots, a /proc of its own PID namespace (it is PID 1 and
+    sees no sibling and no template to signal), no capability in any set, the jobs' seccomp filter
+    stacked on the template's (namespaces and mounts refused, so nothing of it can be undone), no
+    file of the template open, a fresh /tmp and /dev/shm (the other job's marks are not there), and
+    the precompiled headers the template's warm-up built, read-only."""
+    probes = []
+    for name in ("forked_a", "forked_b"):
+        job = compiled.job(name)
+        assert job["status"] == "done", job["error"]
+        assert job["timings"]["job"]["spare"]["forked_from_template"] is True
+        probes.append(json.loads(compiled.text(name, "run.stdout").split("PROBE ", 1)[1].split("\n", 1)[0]))
+    for probe in probes:
+        assert probe["slots"] == [] and {"out", "request.json"} <= set(probe["job"]), probe
+        assert "spare-ready" not in probe["job"] and "seccomp.bpf" not in probe["job"]  # not the template's
+        assert probe["pid"] == 1 and probe["pids"][0] == 1 and len(probe["pids"]) <= 3, probe["pids"]
+        assert probe["uid"] != 0 and int(probe["cap_eff"], 16) == 0 and int(probe["cap_bnd"], 16) == 0
+        assert probe["seccomp"] == "2" and probe["filters"] >= 2 and probe["no_new_privs"] == "1"
+        # 1 and 2: its own worker log in its slot, opened before the slot was bound at /job
+        logs = [f for f in probe["fds"] if f.startswith("/slots/")]
+        assert len(logs) == 2 and logs[0] == logs[1] and logs[0].endswith("/worker.log"), probe["fds"]
+        assert not [f for f in probe["fds"] if "spare-" in f], probe["fds"]
+        assert probe["unshare_user"] == probe["mount"] == probe["umount_slots"] == probe["umount_job"] == errno.EPERM
+        assert probe["header_dir_listed"] and probe["header_write"] == errno.EROFS
+        assert probe["marks_seen"] == {"tmp": False, "shm": False}
 
 
 def test_pre_started_worker_is_used_once_and_replaced(compiled):

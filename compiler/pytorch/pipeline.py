@@ -87,6 +87,7 @@ class PyTorchPipeline(Pipeline):
     # A plain spare (warmed up on the host) and one that installed the default virtual GPU first
     # and warmed up on it (compiler/pytorch/spare_warmup.py), for the GPU target people iterate on.
     spare_kinds = ("", DEFAULT_VIRTUAL_TARGET)
+    spare_templates = True
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",
@@ -155,6 +156,11 @@ class PyTorchPipeline(Pipeline):
     def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
                       job_arrived: Callable[[], bool] = lambda: False) -> None:
         spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None, job_arrived=job_arrived)
+
+    def template_carried_dirs(self) -> list[str]:
+        # the precompiled header of the C++ kernels' prelude (or its links into the toolchain cache)
+        import torch._inductor.codecache
+        return [torch._inductor.codecache._HEADER_DIR]
 
     def run(self, request: Request, ctx: JobContext) -> None:
         options, bundle = request.options, ctx.bundle
