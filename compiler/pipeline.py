@@ -108,9 +108,10 @@ class Pipeline:
     # The kinds of spare worker kept ready ("": the plain one; a pipeline may warm others, e.g.
     # one per GPU target, that prepare_spare makes and spare_kind hands jobs to).
     spare_kinds: tuple[str, ...] = ("",)
-    # Whether its spares may be templates that fork each job's process (compiler/spare_template.py):
-    # only where prepare_spare leaves the process with no thread of its own running.
-    spare_templates: bool = False
+    # The kinds of spare that may be templates forking each job's process (compiler/
+    # spare_template.py): only where prepare_spare leaves nothing a fork breaks (no thread of
+    # Python's running, no thread pool that refuses to work in a forked child).
+    template_kinds: tuple[str, ...] = ()
     # A language whose jobs are made from an uploaded file (the `import` language), never from a
     # pasted source: POST /api/compile refuses it; the runner copies `inputs(request)` into the job.
     made_by_upload: bool = False

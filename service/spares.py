@@ -187,8 +187,9 @@ class Spares:
 
     def _start(self, key: str) -> list[Spare]:
         """One spare, or the slots of one template (where the pipeline allows templates)."""
-        language = key_language(key)
-        if self.config.spare_template_slots > 0 and self.config.use_bwrap and registry.get(language).spare_templates:
+        language, _, kind = key.partition("@")
+        templates = self.config.spare_template_slots > 0 and self.config.use_bwrap
+        if templates and kind in registry.get(language).template_kinds:
             template = Template(self.config, key, language)
             self._templates.append(template)
             return [Spare(job.job_dir, job, template.started, template) for job in template.jobs()]

@@ -237,6 +237,12 @@ try:
     header_write = 0
 except OSError as e:
     header_write = e.errno
+# OpenMP: the template's pool thread (torch starts one at import) is not in the fork; a parallel
+# region must start a team of its own, not wait for it
+tasks_before = len(os.listdir("/proc/self/task"))
+product = (torch.ones(1500, 1500) @ torch.ones(1500, 1500))[0, 0].item()
+omp = {"threads": torch.get_num_threads(), "tasks_before": tasks_before,
+       "tasks_after": len(os.listdir("/proc/self/task")), "product": product}
 marks = {name: os.path.exists(path) for name, path in (("tmp", "/tmp/mark"), ("shm", "/dev/shm/mark"))}
 open("/tmp/mark", "w").close()
 open("/dev/shm/mark", "w").close()
@@ -250,6 +256,7 @@ probe = {
     "mount": errno_of(libc.mount(b"none", b"/slots", b"tmpfs", 0, None)),
     "umount_slots": errno_of(libc.umount2(b"/slots", 2)), "umount_job": errno_of(libc.umount2(b"/job", 2)),
     "header_dir_listed": bool(os.listdir(header_dir)), "header_write": header_write, "marks_seen": marks,
+    "omp": omp,
 }
 print("PROBE " + json.dumps(probe))
 
@@ -806,7 +813,9 @@ def test_a_forked_job_runs_in_a_sandbox_of_its_own(compiled):
         assert probe["unshare_user"] == probe["mount"] == probe["umount_slots"] == probe["umount_job"] == errno.EPERM
         assert probe["header_dir_listed"] and probe["header_write"] == errno.EROFS
         assert probe["marks_seen"] == {"tmp": False, "shm": False}
-
+        omp = probe["omp"]
+        assert omp["product"] == 1500.0 and omp["tasks_before"] == 1, omp
+        assert omp["tasks_after"] == omp["threads"] if omp["threads"] > 1 else omp["tasks_after"] == 1, omp
 
 def test_pre_started_worker_is_used_once_and_replaced(compiled):
     """The spare had torch loaded and its warm-up done before its job existed (the fixture waited
