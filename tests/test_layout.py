@@ -180,7 +180,7 @@ def test_the_rules_catch_an_upward_import(tmp_path):
 WRITERS = {"service.job_process", "service.sandbox", "service.toolchain_cache"}
 READER = ("compiler.sandbox_entry", "environment_settings")
 # What the environment may say: where the process is, never what the job may do.
-PROCESS_VARIABLES = {"IRSCOPE_WORKDIR", "IRSCOPE_SPARE_FOR", "IRSCOPE_TOOLCHAIN_CACHE",
+PROCESS_VARIABLES = {"IRSCOPE_WORKDIR", "IRSCOPE_SPARE_FOR", "IRSCOPE_SPARE_TEMPLATE", "IRSCOPE_TOOLCHAIN_CACHE",
                      "IRSCOPE_EXPORT_TOOLCHAIN_CACHE"}
 
 
