@@ -20,7 +20,8 @@ A child makes a sandbox of its own before its job runs (`_become_job`), because 
   by an empty read-only tmpfs, a fresh size-capped /tmp and /dev/shm, and a /proc of its own PID
   namespace; the directories the template's warm-up filled from the toolchain alone (the
   pipeline's `template_carried_dirs`: Inductor's precompiled headers) are bound read-only into the
-  new /tmp where they were;
+  new /tmp (`/tmp/.template-N`) and linked, file by file, from directories of the job's own
+  where they were;
 - it is not dumpable (nor is the template), so no other process of the same user can read or
   write its memory, its files or its environment through /proc; it drops every capability, and its
   bounding set, sets no_new_privs and loads the jobs' whole seccomp filter, which denies mounts and
@@ -43,6 +44,7 @@ import json
 import os
 import random
 import resource
+import sys
 import threading
 import time
 import traceback
@@ -78,7 +80,8 @@ def serve(control_dir: str, carried: list[str], poll_s: float = 0.01) -> bool:
     slot was served and every child has ended (the template then exits). The template writes
     each child's PID (SLOT_FORKS) and exit status (SLOT_EXITS) to `control_dir`, which no child
     sees. `carried`: directories under the template's /tmp that its warm-up filled from the
-    toolchain alone (Inductor's precompiled headers), which each job sees read-only in its own /tmp."""
+    toolchain alone (Inductor's precompiled headers), which each job sees read-only in its own /tmp,
+    linked from a directory of its own where they were."""
     pending = slots()
     with open(os.path.join(control_dir, TEMPLATE_SECCOMP), "rb") as f:
         filter_bpf = f.read()
@@ -153,12 +156,20 @@ def _become_job(slot: int, filter_bpf: bytes, carried: list[str]) -> None:
         os.mkdir(place)
         _mount(source, place, None, _MS_BIND | _MS_REC)
     _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={told['tmp_bytes']},mode=1777")
-    for target, place in zip(carried, aside):
-        os.makedirs(target)
-        _mount(place, target, None, _MS_BIND | _MS_REC)
-        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    for i, (target, place) in enumerate(zip(carried, aside)):
+        # read-only where the job cannot change what its siblings see; the directory itself is
+        # the job's own (a job may build another header beside them), holding links to those
+        kept = os.path.join("/tmp", f".template-{i}")
+        os.mkdir(kept)
+        _mount(place, kept, None, _MS_BIND | _MS_REC)
+        _mount(None, kept, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
         _check(_libc.umount2(place.encode(), 0), f"umount {place}")
         os.rmdir(place)
+        for folder, _, files in os.walk(kept):  # its folders the job's own too (Inductor's locks/)
+            mirror = os.path.join(target, os.path.relpath(folder, kept))
+            os.makedirs(mirror, exist_ok=True)
+            for name in files:
+                os.symlink(os.path.join(folder, name), os.path.join(mirror, name))
     _mount(None, SLOTS, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_RDONLY)
     _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={told['shm_bytes']},mode=1777")
@@ -166,8 +177,11 @@ def _become_job(slot: int, filter_bpf: bytes, carried: list[str]) -> None:
     _drop_capabilities()
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _load_filter(filter_bpf)
-    # A fresh process seeds Python's generator from the OS; a fork would repeat the template's.
+    # A fresh process seeds Python's and numpy's generators from the OS; a fork would repeat the
+    # template's.
     random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
 
 
 def _drop_capabilities() -> None:

@@ -151,12 +151,17 @@ class Spares:
             return sum(1 for spare in self._spares.get(key, []) if spare.ready)
 
     def report(self) -> dict[str, dict]:
-        """Per key: the spares ready and starting, and the memory each holds now."""
+        """Per key: the jobs its spares can take at once now (`ready`: a template counts its
+        slots), the processes still warming up (`starting`: a template counts once), and the
+        memory each process holds now."""
         with self._lock:
-            return {key: {"ready": sum(1 for s in spares if s.ready),
-                               "starting": sum(1 for s in spares if not s.ready),
-                               "memory_bytes": [s.proc.resident_bytes() for s in spares]}
-                    for key, spares in self._spares.items()}
+            report = {}
+            for key, spares in self._spares.items():
+                holders = {id(s.template or s.proc): s for s in spares}.values()
+                report[key] = {"ready": sum(1 for s in spares if s.ready),
+                               "starting": sum(1 for s in holders if not s.ready),
+                               "memory_bytes": [s.proc.resident_bytes() for s in holders]}
+            return report
 
     def _alive(self, key: str) -> list[Spare]:
         alive = []

@@ -232,11 +232,15 @@ def link(fd):
 def status(field):
     return next(line.split()[1] for line in open("/proc/self/status") if line.startswith(field + ":"))
 header_dir = torch._inductor.codecache._HEADER_DIR
+header_mark = os.path.join(header_dir, "written-by-a-job")
+header_mark_seen = os.path.exists(header_mark)
+open(header_mark, "w").close()  # the directory is the job's own
+carried = [os.path.join("/tmp", name) for name in os.listdir("/tmp") if name.startswith(".template-")]
 try:
-    open(os.path.join(header_dir, "written-by-a-job"), "w").close()
-    header_write = 0
+    open(os.path.join(carried[0], "written-by-a-job"), "w").close()
+    carried_write = 0
 except OSError as e:
-    header_write = e.errno
+    carried_write = e.errno
 # OpenMP: the template's pool thread (torch starts one at import) is not in the fork; a parallel
 # region must start a team of its own, not wait for it
 tasks_before = len(os.listdir("/proc/self/task"))
@@ -255,7 +259,9 @@ probe = {
     "unshare_user": errno_of(libc.unshare(0x10000000)),
     "mount": errno_of(libc.mount(b"none", b"/slots", b"tmpfs", 0, None)),
     "umount_slots": errno_of(libc.umount2(b"/slots", 2)), "umount_job": errno_of(libc.umount2(b"/job", 2)),
-    "header_dir_listed": bool(os.listdir(header_dir)), "header_write": header_write, "marks_seen": marks,
+    "headers": sorted(os.listdir(header_dir)), "header_links": sorted(os.readlink(os.path.join(header_dir, n))
+    for n in os.listdir(header_dir) if os.path.islink(os.path.join(header_dir, n))),
+    "carried_write": carried_write, "marks_seen": dict(marks, header=header_mark_seen),
     "omp": omp,
 }
 print("PROBE " + json.dumps(probe))
@@ -280,6 +286,8 @@ JOBS = {
     "branchy": (BRANCHY, {"backend": "aot_eager"}),
     "recompile": (RECOMPILE_SOURCE, {"backend": "eager"}),
     "virtual_sm90": (VIRTUAL_SM90, {"target": "cuda:sm_90"}),
+    "virtual_sm90_training": ("import torch\n\nmodel = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU())"
+                              "\nexample_inputs = (torch.randn(4, 16),)\n", {"target": "cuda:sm_90", "training": True}),
     "syntax_error": ("import torch\nmodel = torch.nn.Linear(2, 2\nexample_inputs = ()\n", {}),
     "no_inputs": ("import torch\nmodel = torch.nn.Linear(2, 2)\n", {}),
     "shape_error": (SHAPE_ERROR, {}),
@@ -621,10 +629,12 @@ def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first
             warming = [language for language, r in report.items() if r["starting"]]
             most_warming = max(most_warming, sum(r["starting"] for r in report.values()))
             first = first or (warming[0] if warming else None)
-            if all(report.get(language, {}).get("ready") == 1 for language in ("pytorch", "triton")):
+            if all(report.get(language, {}).get("ready") for language in ("pytorch", "triton")):
                 break
             time.sleep(0.05)
-        assert spares.ready("pytorch") == 1 and spares.ready("triton") == 1, spares.report()
+        # PyTorch's spare is a template (its slots are the jobs it can take), Triton's a process
+        slots = app.extensions["irscope"].runner.config.spare_template_slots
+        assert slots > 1 and spares.ready("pytorch") == slots and spares.ready("triton") == 1, spares.report()
         assert first == "pytorch" and most_warming == 1, (first, most_warming)
     finally:
         app.extensions["irscope"].runner.shutdown()
@@ -793,7 +803,8 @@ def test_a_forked_job_runs_in_a_sandbox_of_its_own(compiled):
     sees no sibling and no template to signal), no capability in any set, the jobs' seccomp filter
     stacked on the template's (namespaces and mounts refused, so nothing of it can be undone), no
     file of the template open, a fresh /tmp and /dev/shm (the other job's marks are not there), and
-    the precompiled headers the template's warm-up built, read-only."""
+    the precompiled headers the template's warm-up built, read-only (linked from a header directory
+    of its own, where the other job's mark is not)."""
     probes = []
     for name in ("forked_a", "forked_b"):
         job = compiled.job(name)
@@ -811,11 +822,25 @@ def test_a_forked_job_runs_in_a_sandbox_of_its_own(compiled):
         assert len(logs) == 2 and logs[0] == logs[1] and logs[0].endswith("/worker.log"), probe["fds"]
         assert not [f for f in probe["fds"] if "spare-" in f], probe["fds"]
         assert probe["unshare_user"] == probe["mount"] == probe["umount_slots"] == probe["umount_job"] == errno.EPERM
-        assert probe["header_dir_listed"] and probe["header_write"] == errno.EROFS
-        assert probe["marks_seen"] == {"tmp": False, "shm": False}
+        # the template's headers, read-only, linked from a directory of the job's own
+        assert any(h.endswith(".h.gch") for h in probe["headers"]) and probe["carried_write"] == errno.EROFS
+        assert probe["header_links"] and all(t.startswith("/tmp/.template-0/") for t in probe["header_links"])
+        assert probe["marks_seen"] == {"tmp": False, "shm": False, "header": False}
         omp = probe["omp"]
         assert omp["product"] == 1500.0 and omp["tasks_before"] == 1, omp
         assert omp["tasks_after"] == omp["threads"] if omp["threads"] > 1 else omp["tasks_after"] == 1, omp
+
+def test_a_training_job_forked_from_the_virtual_gpus_template_runs_autograd(compiled):
+    """Autograd refuses to run in a process forked after its device threads started; the virtual
+    H100's template warms up without autograd, so a training job forked from it compiles its
+    backward graph and its backward kernels."""
+    job = compiled.job("virtual_sm90_training")
+    assert job["status"] == "done", job["error"]
+    assert job["timings"]["job"]["spare"]["forked_from_template"] is True
+    keys = [s["key"] for s in job["stages"]]
+    assert "aot.backward_graph:0/0" in keys and "inductor.output_code:0/0.backward" in keys, keys
+    assert any(k.startswith("triton.ptx:") for k in keys)
+
 
 def test_pre_started_worker_is_used_once_and_replaced(compiled):
     """The spare had torch loaded and its warm-up done before its job existed (the fixture waited

@@ -828,3 +828,34 @@ def test_behind_a_trusted_proxy_the_client_is_the_one_it_saw(tmp_path):
             assert r.status_code == 429 and r.get_json()["error"]["kind"] == "ClientQueueFull", (proxies, r.get_json())
         finally:
             app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_a_job_forked_from_a_spare_template_is_held_by_the_jobs_limits(tmp_path):
+    """A spare template's job process is not started by the runner but forked in the sandbox: the
+    runner moves it into the job's own cgroup before it goes on, and keeps the wall clock. A fork
+    that sleeps is stopped by the wall clock; one that allocates past `job_memory_mb` is killed by
+    its cgroup (the template, whose memory is not the job's, lives on and forks the next)."""
+    app = make_app(tmp_path, languages="pytorch", spare_workers=1, wall_time_limit_s=15, job_memory_mb=1024)
+    try:
+        spares = app.extensions["irscope"].runner.spares
+        deadline = time.monotonic() + 300  # bounded wait for the template's import and warm-up
+        while time.monotonic() < deadline and not spares.ready("pytorch"):
+            time.sleep(0.2)
+        assert spares.ready("pytorch"), spares.report()
+        tail = "\nmodel = torch.nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2),)\n"
+        client = app.test_client()
+        ids = [client.post("/api/compile", json={"language": "pytorch", "source": source + tail}).get_json()["job"]
+               for source in ("import time\nimport torch\ntime.sleep(120)\n",
+                              "import torch\nblock = bytearray(1536 * 2**20)\n")]
+        slept, hog = (wait_job(client, job_id, timeout=120) for job_id in ids)
+        for job in (slept, hog):
+            assert job["timings"]["job"]["spare"]["forked_from_template"] is True, job["timings"]["job"]
+        assert slept["error"]["kind"] == "WallTimeLimit", slept["error"]
+        assert slept["error"]["message"].startswith("stopped after 15 s of wall time"), slept["error"]
+        assert hog["error"]["kind"] == "MemoryLimit", hog["error"]
+        assert hog["error"]["message"] == ("stopped: the job's processes together used more than 1024 MiB of memory "
+                                           "(setting job_memory_mb)")
+        assert compile_and_wait(client, "pytorch", "import torch" + tail)["status"] == "done"
+    finally:
+        app.extensions["irscope"].runner.shutdown()

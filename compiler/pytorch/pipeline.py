@@ -87,10 +87,9 @@ class PyTorchPipeline(Pipeline):
     # A plain spare (warmed up on the host) and one that installed the default virtual GPU first
     # and warmed up on it (compiler/pytorch/spare_warmup.py), for the GPU target people iterate on.
     spare_kinds = ("", DEFAULT_VIRTUAL_TARGET)
-    # The host spare forks its jobs from a template. Not the virtual GPU's: its warm-up starts the
-    # autograd engine's device thread, and autograd refuses to run in a child forked after that
-    # ("Unable to handle autograd's threading in combination with fork-based multiprocessing").
-    template_kinds = ("",)
+    # Both fork their jobs from a template (the virtual GPU's warm-up runs no autograd: see
+    # spare_warmup._compile_once).
+    template_kinds = spare_kinds
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",

@@ -152,12 +152,14 @@ def _compile_once(torch: Any, on_virtual_gpu: bool = False) -> None:
     if not on_virtual_gpu:
         torch.compile(block)(x)
         return
-    # as a job for the virtual GPU compiles: fake tensors on the device, Inductor's compile-only backend
+    # as a job for the virtual GPU compiles: fake tensors on the device, Inductor's compile-only
+    # backend. Without autograd: a joint graph on a CUDA device starts autograd's device thread,
+    # and autograd then refuses to run in a process forked from this one (a spare template's job).
     from compiler.pytorch import compile_only
     mode = compile_only.fake_mode()
     with mode:
         model, inputs = compile_only.to_device(block, (x,), "cuda")
-    with mode:
+    with mode, torch.no_grad():
         torch.compile(model, backend=compile_only.inductor_backend(None, None, None))(*inputs)
 
 
