@@ -151,6 +151,10 @@ class Pipeline:
         for module in self.prewarm_modules:
             importlib.import_module(module)
 
+    def finish_spare(self, workdir: str, toolchain_cache: str) -> None:
+        """For a spare template whose warm-up a job cut short (prepare_spare's `job_arrived`):
+        finish it, after that job was forked, so that the jobs it forks later find it warm."""
+
     def template_carried_dirs(self) -> list[str]:
         """For a spare template, after prepare_spare: directories under /tmp that the warm-up
         filled from the toolchain alone, which each forked job sees read-only in its own new /tmp

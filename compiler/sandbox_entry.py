@@ -110,8 +110,10 @@ def main(argv: list[str]) -> int:
     os.makedirs(scratch, exist_ok=True)
     if process.spare_for and process.template:
         prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir, spare_template.job_waiting)
-        carried = registry.get(process.spare_for.partition("@")[0]).template_carried_dirs()
-        if not spare_template.serve(job_dir, carried):
+        pipeline = registry.get(process.spare_for.partition("@")[0])
+        carried = pipeline.template_carried_dirs()
+        finish = lambda: _without_output(lambda: pipeline.finish_spare(scratch, process.toolchain_cache))  # noqa: E731
+        if not spare_template.serve(job_dir, carried, after_first_fork=finish):
             return 0  # the template: every slot served
         job_dir = spare_template.JOB_DIR  # a forked job process, in a sandbox of its own
         os.makedirs(scratch, exist_ok=True)  # its /tmp is new

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Callable
 
 from compiler.model import JOB_FILE, SLOT_EXITS, SLOT_FORKS, SLOT_GO, SLOT_LOG, TEMPLATE_SECCOMP
 
@@ -74,14 +75,17 @@ def job_waiting() -> bool:
     return any(os.path.exists(os.path.join(SLOTS, str(i), JOB_FILE)) for i in slots())
 
 
-def serve(control_dir: str, carried: list[str], poll_s: float = 0.01) -> bool:
+def serve(control_dir: str, carried: list[str], after_first_fork: Callable[[], None] = lambda: None,
+          poll_s: float = 0.01) -> bool:
     """Fork one job process per slot as each slot's job file appears. Returns True in a forked
     job process, whose job directory is then /job; returns False in the template once every
     slot was served and every child has ended (the template then exits). The template writes
     each child's PID (SLOT_FORKS) and exit status (SLOT_EXITS) to `control_dir`, which no child
     sees. `carried`: directories under the template's /tmp that its warm-up filled from the
     toolchain alone (Inductor's precompiled headers), which each job sees read-only in its own /tmp,
-    linked from a directory of its own where they were."""
+    linked from a directory of its own where they were. `after_first_fork` runs in the template
+    once its first jobs are forked (the pipeline's finish_spare: a warm-up those jobs cut short
+    is finished then)."""
     pending = slots()
     with open(os.path.join(control_dir, TEMPLATE_SECCOMP), "rb") as f:
         filter_bpf = f.read()
@@ -106,6 +110,9 @@ def serve(control_dir: str, carried: list[str], poll_s: float = 0.01) -> bool:
                 return True
             children[pid] = slot
             _publish(os.path.join(control_dir, SLOT_FORKS, str(slot)), str(pid))
+        if children and after_first_fork is not None:
+            after_first_fork()
+            after_first_fork = None
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:

@@ -232,6 +232,20 @@ class JobCgroup:
     def pids(self) -> list[int]:
         return _procs(list(dict.fromkeys(self.dirs.values())))
 
+    def set_cpu_weight(self, weight: int) -> None:
+        """This job's share of the CPU against the other jobs when they compete (cgroup v2
+        cpu.weight, 1-10000, default 100; v1 cpu.shares, 1024 for 100). Its quota is unchanged."""
+        path = self.dirs.get("cpu")
+        if not path:
+            return
+        try:
+            if os.path.exists(os.path.join(path, "cpu.weight")):
+                _write(os.path.join(path, "cpu.weight"), str(weight))
+            else:
+                _write(os.path.join(path, "cpu.shares"), str(max(2, weight * 1024 // 100)))
+        except OSError:
+            pass  # a weight is a preference: without it the spare only competes as a job does
+
     def kill_all(self) -> None:
         _kill_all(list(dict.fromkeys(self.dirs.values())))
 

@@ -28,7 +28,7 @@ from compiler import registry
 from service import job_dir as job_dirs
 from service import job_process, sandbox
 from service.job_process import RunnerConfig
-from service.spare_templates import ForkedJob, Template
+from service.spare_templates import JOB_CPU_WEIGHT, SPARE_CPU_WEIGHT, ForkedJob, Template
 from service.toolchain import toolchain
 
 
@@ -65,6 +65,11 @@ class Spare:
         if self.template is not None:
             described["forked_from_template"] = True  # memory_bytes: the template's, shared copy-on-write
         return described
+
+
+def _holder(spare: Spare) -> sandbox.Sandboxed:
+    """The sandboxed process that holds `spare`: its own, or its template's."""
+    return spare.template.proc if spare.template is not None else spare.proc  # type: ignore[return-value]
 
 
 class Spares:
@@ -137,6 +142,8 @@ class Spares:
             self._spares[key] = alive
         if spare is not None:
             self._note_memory(spare)
+            # now on a job's path: the CPU share of a job
+            _holder(spare).cgroup.set_cpu_weight(JOB_CPU_WEIGHT)
             self.fill(key)
         return spare
 
@@ -191,7 +198,13 @@ class Spares:
         return bound <= 0 or (len(holders) + 1) * self._memory_seen <= bound
 
     def _start(self, key: str) -> list[Spare]:
-        """One spare, or the slots of one template (where the pipeline allows templates)."""
+        """One spare, or the slots of one template (where the pipeline allows templates), at the
+        spares' CPU weight."""
+        spares = self._start_process(key)
+        _holder(spares[0]).cgroup.set_cpu_weight(SPARE_CPU_WEIGHT)
+        return spares
+
+    def _start_process(self, key: str) -> list[Spare]:
         language, _, kind = key.partition("@")
         templates = self.config.spare_template_slots > 0 and self.config.use_bwrap
         if templates and kind in registry.get(language).template_kinds:

@@ -159,6 +159,10 @@ class PyTorchPipeline(Pipeline):
                       job_arrived: Callable[[], bool] = lambda: False) -> None:
         spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None, job_arrived=job_arrived)
 
+    def finish_spare(self, workdir: str, toolchain_cache: str) -> None:
+        if spare_warmup.cut_short():
+            spare_warmup.warm_up_compile(workdir, toolchain_cache)
+
     def template_carried_dirs(self) -> list[str]:
         # the precompiled header of the C++ kernels' prelude (or its links into the toolchain cache)
         import torch._inductor.codecache

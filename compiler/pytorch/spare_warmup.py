@@ -47,6 +47,7 @@ from typing import Any, Callable
 from compiler.pytorch import artifact_logs, toolchain_cache
 
 _report: dict[str, Any] | None = None
+_cut_short = False  # a job arrived while torch was imported: the warm-up compile was skipped
 
 
 def report() -> dict[str, Any] | None:
@@ -54,12 +55,18 @@ def report() -> dict[str, Any] | None:
     return _report
 
 
+def cut_short() -> bool:
+    """True when `warm` skipped its warm-up compile for a job that had arrived (and
+    `warm_up_compile` has not run since)."""
+    return _cut_short
+
+
 def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
          job_arrived: Callable[[], bool] = lambda: False) -> None:
     """Import PyTorch's compiler and compile irscope's own model once (on the virtual `gpu_target`
     when given), then reset (module doc). A job that arrived while torch was imported is not kept
     waiting for the warm-up compile: the process is then as a cold worker is after its import."""
-    global _report
+    global _report, _cut_short
     started = time.perf_counter()
     runtime = None
     if gpu_target:  # the virtual device's C++ half: from the toolchain cache, or built beside the import
@@ -69,7 +76,7 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
     import torch._dynamo
     import torch._inductor.codecache
     import torch._inductor.compile_fx  # noqa: F401 - imported for the job
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config  # noqa: F401 - imported for the job
     imported = time.perf_counter()
     device = None
     if gpu_target and not torch.cuda.is_available():
@@ -88,8 +95,27 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
                            + (f" (the virtual {device} installed)" if device else "")}
         if device:
             _report["virtual_device"] = device
+        _cut_short = True
         return
+    warm_up_compile(workdir, toolchain, imported - started)
 
+
+def warm_up_compile(workdir: str, toolchain: str, import_s: float | None = None) -> None:
+    """The warm-up compile and the reset (module doc), in a process that imported torch (and
+    installed its virtual device) already: the second half of `warm`, and what a spare template
+    whose first job arrived during its import does after forking that job, so that the jobs it
+    forks later find it warm."""
+    global _report, _cut_short
+    _cut_short = False
+    if import_s is None:  # the import was the cut-short warm-up's
+        import_s = (_report or {}).get("import_s", 0.0)
+    import torch
+    import torch._inductor.config as inductor_config
+
+    from compiler.pytorch import gpu_codegen
+    installed = gpu_codegen.installed()
+    device = installed.name if installed is not None else None
+    imported = time.perf_counter()
     job_env = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     scratch = os.path.join(workdir, "spare-warm-up")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")
@@ -122,7 +148,7 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
         shutil.rmtree(scratch, ignore_errors=True)
         _restore_rng(torch, rng)
         gc.collect()
-    _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": round(compiled - imported, 3),
+    _report = {"import_s": round(import_s, 3), "warm_up_compile_s": round(compiled - imported, 3),
                "reset_s": round(time.perf_counter() - compiled, 3), "counters_rewound": rewound,
                "what": "a spare worker imported torch and compiled irscope's own model"
                        + (f" on the virtual {device} it installed first" if device else "")
