@@ -597,13 +597,19 @@ def _is_probe(directory: str) -> bool:
 def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(tmp_path):
     """A warm-up compile pays for itself only before a job exists: a spare that finds its job waiting
     once torch is imported goes on with it as a cold worker would after its import, compiling
-    nothing of its own (no counter moved, no trace written)."""
+    nothing of its own (no counter moved, no trace written). A spare template finishes that
+    warm-up after forking the job, with the same reset as any warm-up."""
     code = ("import json, sys; sys.path.insert(0, %r)\n"
             "from compiler.pytorch import spare_warmup\n"
             "spare_warmup.warm(%r, '', job_arrived=lambda: True)\n"
             "import torch._dynamo.output_graph as g, itertools\n"
-            "print(json.dumps({'report': spare_warmup.report(), 'next_compile_id': next(g._compile_id_counter)}))\n"
-            % (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), str(tmp_path)))
+            "result = {'report': spare_warmup.report(), 'cut_short': spare_warmup.cut_short(),\n"
+            "          'next_compile_id': next(g._compile_id_counter)}\n"
+            "spare_warmup.warm_up_compile(%r, '')\n"  # a template finishing it after forking its job
+            "result.update(finished=spare_warmup.report(), still_cut_short=spare_warmup.cut_short(),\n"
+            "              compile_id_after=next(g._compile_id_counter))\n"
+            "print(json.dumps(result))\n"
+            % (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), str(tmp_path), str(tmp_path)))
     env = dict(os.environ, TORCH_TRACE=str(tmp_path / "trace"))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -611,7 +617,11 @@ def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(t
     report = result["report"]
     assert report["warm_up_compile_s"] == 0.0 and report["import_s"] > 0 and report["counters_rewound"] == []
     assert "went on with the job at once instead of its warm-up compile" in report["what"]
-    assert result["next_compile_id"] == 0  # nothing was compiled
+    assert result["next_compile_id"] == 0 and result["cut_short"]  # nothing was compiled
+    # finished later (a spare template, after forking that job): compiled, then rewound as a spare's
+    finished = result["finished"]
+    assert finished["warm_up_compile_s"] > 0 and finished["counters_rewound"] and not result["still_cut_short"]
+    assert finished["import_s"] == report["import_s"] and result["compile_id_after"] == 1  # rewound to 0, then read
     assert not os.path.exists(tmp_path / "trace") or os.listdir(tmp_path / "trace") == []
 
 
