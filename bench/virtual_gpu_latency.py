@@ -185,11 +185,14 @@ def main() -> None:
         times = [job["_done_s"] for _, job in models]
         print(f"bench/models on cuda:sm_90, back to back, all stages: {fmt(times)}; "
               f"target median <= 5 s: {'meets' if statistics.median(times) <= 5 else 'misses'}")
-    budget = 1.5 * block["_floor_s"] + block["_inductor_s"]
-    verdict = "meets" if block["_done_s"] <= budget else "misses"
-    print(f"transformer all stages {block['_done_s']:.2f} s; the floor: Triton's own compile of its "
-          f"{block['_configs']} configs {block['_floor_s']:.2f} s, plus Dynamo, AOTAutograd and Inductor "
-          f"{block['_inductor_s']:.2f} s; target <= 1.5 x floor + that = {budget:.2f} s: {verdict}")
+    # the floor is the standalone one; the job's own Triton times are printed beside it
+    for floor, what in ((sum(standalone), "standalone triton.compile of"),
+                        (block["_floor_s"], "Triton's own compile, inside the job, of")):
+        budget = 1.5 * floor + block["_inductor_s"]
+        verdict = "meets" if block["_done_s"] <= budget else "misses"
+        print(f"transformer all stages {block['_done_s']:.2f} s; the floor: {what} its {block['_configs']} configs "
+              f"{floor:.2f} s, plus Dynamo, AOTAutograd and Inductor {block['_inductor_s']:.2f} s; "
+              f"target <= 1.5 x floor + that = {budget:.2f} s: {verdict}")
 
 
 if __name__ == "__main__":
