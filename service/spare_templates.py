@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import threading
 import time
@@ -138,7 +139,7 @@ class ForkedJob:
         pid = self.template.host_pid(self.slot)  # not moved into the cgroup yet
         if pid is not None:
             try:
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
