@@ -31,11 +31,13 @@ The template's sandbox binds the host's /proc, not bubblewrap's (whose covered s
 the kernel refuse any new proc mount in a user namespace below it); only irscope's code runs
 before each job's own /proc covers it.
 
-Forking is safe here because the template is single-threaded when it forks (`serve` checks that no
-Python thread but the main one runs; torch's own native pool thread is idle), has run no OpenMP
-parallel region (sandbox_entry: the warm-up runs with one intra-op thread), and is at a point
-where a spare would take its job: every reset the warm-up does (spare_warmup) holds for each
-child as it held for one spare.
+Forking is safe here because the template runs no Python thread but its main one when it forks
+(`serve` refuses otherwise); its one other thread is the OpenMP pool's, which torch starts at
+import and which waits idle: the child has none, and its first parallel region starts a team of
+its own (tests/test_pytorch_pipeline.py counts the child's threads before and after one). The
+virtual GPU's warm-up starts no autograd device thread (autograd refuses to run in a child forked
+after one: spare_warmup). And the template forks at the point where a spare would take its job:
+every reset the warm-up does (spare_warmup) holds for each child as it held for one spare.
 """
 from __future__ import annotations
 
