@@ -215,7 +215,6 @@ VIRTUAL_SM90 = ("import torch\n\ndef model(x):\n    return torch.sin(x) * 2 + 1\
 SHAPE_ERROR = ("import torch\n\ndef model(x):\n    return x @ torch.ones(3, 3)\n\n"
                "example_inputs = (torch.ones(2, 2),)\n")
 
-# name -> (source, options). "spare" goes first, to the pre-started worker.
 # Run by a job process a spare template forked (the fixture's server keeps templates): what the
 # job can see and do of its siblings, the template and the sandbox it made for itself.
 FORKED_PROBE = r"""
@@ -273,10 +272,11 @@ def model(x):
 
 example_inputs = (torch.randn(8),)
 """
+# name -> (source, options). "spare" goes first, to the pre-started worker.
 JOBS = {
+    "spare": (SPARE_MODEL, SPARE_OPTIONS),
     "forked_a": (FORKED_PROBE % "1", {}),
     "forked_b": (FORKED_PROBE % "2", {}),
-    "spare": (SPARE_MODEL, SPARE_OPTIONS),
     "streamed": (STREAMED, {}),
     "graph_break": (GRAPH_BREAK_MODEL, {}),
     "transformer": (TRANSFORMER, {}),
@@ -621,7 +621,7 @@ def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(t
     # finished later (a spare template, after forking that job): compiled, then rewound as a spare's
     finished = result["finished"]
     assert finished["warm_up_compile_s"] > 0 and finished["counters_rewound"] and not result["still_cut_short"]
-    assert finished["import_s"] == report["import_s"] and result["compile_id_after"] == 1  # rewound to 0, then read
+    assert finished["import_s"] == report["import_s"] and result["compile_id_after"] == 1  # rewound to where it stood
     assert not os.path.exists(tmp_path / "trace") or os.listdir(tmp_path / "trace") == []
 
 
