@@ -213,8 +213,7 @@ class Spares:
             return [Spare(job.job_dir, job, template.started, template) for job in template.jobs()]
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
         job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
-        env, binds = job_process.environment(self.config, key_language(key), toolchain(key_language(key)),
-                                             IRSCOPE_SPARE_FOR=key)
+        env, binds = job_process.environment(self.config, language, toolchain(language), IRSCOPE_SPARE_FOR=key)
         # The wall clock starts when the spare is handed a job, not while it waits for one.
         proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job, clock=False)
         return [Spare(job_dir, proc, time.monotonic())]
