@@ -41,7 +41,7 @@ from urllib.parse import quote
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.compile_latency import SOURCE, cli_runs, constant, fmt, one_job  # noqa: E402 - the repository root first
+from bench.compile_latency import SOURCE, cli_runs, constant, fmt, one_job, worker_of  # noqa: E402 - the repository root first
 from tests.real_servers import Serve, http  # noqa: E402
 
 TARGETS = {"small_all_stages_vs_cli": 0.3, "small_first_ptx_vs_cli": 0.2, "transformer_first_ptx_s": 10.0}
@@ -114,11 +114,7 @@ def standalone_floor(base: str, job: dict, work: str) -> list[float]:
 
 
 def describe(name: str, job: dict) -> str:
-    j = job["timings"].get("job", {})
-    worker = "cold" if j.get("worker") != "pre-started" else (
-        "spare (ready)" if j.get("worker_was_ready") else "spare (still warming up)")
-    if (j.get("spare") or {}).get("forked_from_template"):
-        worker = "forked from a " + ("ready" if j.get("worker_was_ready") else "warming") + " template"
+    worker = worker_of(job)
     first = f"{job['_first_s']:.2f}"
     return (f"{name:<28} first PTX {first:>6} s, all stages {job['_done_s']:6.2f} s, {job['_configs']:3d} kernel "
             f"configs, Triton's own compile {job['_floor_s']:6.2f} s, worker: {worker}")

@@ -192,8 +192,12 @@ class JobCgroup:
 
     def enter(self) -> None:
         """Move the calling process into every directory (runs in the child before exec)."""
+        self.add(os.getpid())
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` into every directory (a spare template's fork: service/spare_templates.py)."""
         for path in dict.fromkeys(self.dirs.values()):
-            _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
+            _write(os.path.join(path, "cgroup.procs"), str(pid))
 
     def _events(self, path: str, name: str) -> dict[str, int]:
         try:

@@ -68,10 +68,16 @@ def spec(config: RunnerConfig, job_dir: str, env: dict[str, str], binds: list[tu
 
 def write_job_file(job_dir: str, request: Request, toolchain_versions: dict[str, str], settings: JobSettings) -> None:
     """Atomically: a spare starts its job the moment the job file exists."""
-    tmp = os.path.join(job_dir, "." + JOB_FILE + ".tmp")
+    write_json(job_dir, JOB_FILE, JobFile(request, toolchain_versions, settings).to_json())
+
+
+def write_json(job_dir: str, name: str, value: object) -> None:
+    """`value` as JSON in `job_dir/name`, written aside and renamed into place: the job process
+    reads it the moment it exists (the job file, a forked job's go-ahead)."""
+    tmp = os.path.join(job_dir, "." + name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(JobFile(request, toolchain_versions, settings).to_json(), f)
-    os.replace(tmp, os.path.join(job_dir, JOB_FILE))
+        json.dump(value, f)
+    os.replace(tmp, os.path.join(job_dir, name))
 
 
 def is_ready(job_dir: str) -> bool:

@@ -11,7 +11,6 @@ template reports the exit status in its own directory, which no job sees).
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import stat
@@ -152,17 +151,10 @@ class ForkedJob:
     def _go(self, pid: int) -> None:
         """Move the forked process into the job's cgroup, then let it go on (with its rlimits)."""
         assert self.cgroup is not None
-        for path in dict.fromkeys(self.cgroup.dirs.values()):
-            with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
-                f.write(str(pid))
-        told = {"rlimits": sandbox.rlimits(self.limits, "pids" in self.cgroup.dirs),
-                "tmp_bytes": self.limits.tmp_bytes, "shm_bytes": self.limits.shm_bytes}
-        tmp = os.path.join(self.job_dir, SLOT_GO + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(told, f)
-        if self.template.config.user is not None and os.geteuid() == 0:
-            os.chown(tmp, self.template.config.user.uid, self.template.config.user.gid)
-        os.replace(tmp, os.path.join(self.job_dir, SLOT_GO))
+        self.cgroup.add(pid)
+        job_process.write_json(self.job_dir, SLOT_GO, {
+            "rlimits": sandbox.rlimits(self.limits, "pids" in self.cgroup.dirs),
+            "tmp_bytes": self.limits.tmp_bytes, "shm_bytes": self.limits.shm_bytes})
 
     def wait(self, on_tick: Callable[[], None] | None = None, tick_s: float = 0.25) -> sandbox.Outcome:
         """Watch the forked job process to its end (and let it go on once it is in its cgroup)."""
