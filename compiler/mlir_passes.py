@@ -79,15 +79,17 @@ def pass_records(stages: list[tuple[str, str, str]], context: int = 3) -> list[P
     records: list[PassRecord] = []
     for stage, text, final_ir in stages:
         dumps = [d for d in parse_dumps(text) if d.when == "Before"]
+        irs = [d.ir for d in dumps] + [final_ir]  # irs[i] before pass i, irs[i + 1] after it
+        normalised = [_normalise(ir) for ir in irs]
+        plain: dict[int, list[str]] = {}  # each IR stripped once, and only where a pass changed it
         for i, dump in enumerate(dumps):
-            after = dumps[i + 1].ir if i + 1 < len(dumps) else final_ir
-            before_n, after_n = _normalise(dump.ir), _normalise(after)
-            changed = before_n != after_n
-            plain_before = strip_locations(dump.ir).splitlines()
-            plain_after = strip_locations(after).splitlines()
+            changed = normalised[i] != normalised[i + 1]
             diff: list[str] = []
             if changed:
-                diff = list(difflib.unified_diff(plain_before, plain_after, f"before {dump.name}",
+                for j in (i, i + 1):
+                    if j not in plain:
+                        plain[j] = strip_locations(irs[j]).splitlines()
+                diff = list(difflib.unified_diff(plain[i], plain[i + 1], f"before {dump.name}",
                                                  f"after {dump.name}", n=context, lineterm=""))
             added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
             removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))

@@ -8,6 +8,7 @@ same way, so one reader serves them all. Pure functions over text.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Iterator
@@ -267,19 +268,24 @@ def location_names(text: str) -> dict[str, str]:
 def strip_locations(ir: str) -> str:
     """The IR without `#locN = loc(...)` lines and without the ` loc(...)` attributes on its lines
     (they renumber on every print, so diffs compare the operations only)."""
-    lines = []
-    for line in ir.splitlines():
-        if is_alias_line(line):
+    lines = (_strip_line(line) for line in ir.splitlines())
+    return "\n".join(line for line in lines if line is not None) + "\n"
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _strip_line(line: str) -> str | None:
+    """One line of `strip_locations` (None: an alias line, dropped). Cached: a pass dump repeats
+    nearly every line of the one before it, and the bracket scan is the cost of a pass log."""
+    if is_alias_line(line):
+        return None
+    kept, last = [], 0
+    for start, end, _ in locations_on_line(line):
+        cut = start
+        while cut > last and line[cut - 1] in " \t":
+            cut -= 1
+        if cut == start:  # a location not preceded by whitespace is part of something else
             continue
-        kept, last = [], 0
-        for start, end, _ in locations_on_line(line):
-            cut = start
-            while cut > last and line[cut - 1] in " \t":
-                cut -= 1
-            if cut == start:  # a location not preceded by whitespace is part of something else
-                continue
-            kept.append(line[last:cut])
-            last = end
-        kept.append(line[last:])
-        lines.append("".join(kept).rstrip())
-    return "\n".join(lines) + "\n"
+        kept.append(line[last:cut])
+        last = end
+    kept.append(line[last:])
+    return "".join(kept).rstrip()

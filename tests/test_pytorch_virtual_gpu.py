@@ -103,6 +103,9 @@ def _child(out: str, name: str) -> None:
     os.environ.update(pipeline.environment(request, workdir))  # TORCH_TRACE before torch is imported
     os.chdir(workdir)
     bundle = Bundle(os.path.join(out, "bundle"))
+    said = []  # every status line the job showed, in order
+    progress = bundle.progress
+    bundle.progress = lambda text: (said.append(text), progress(text))[-1]
     error = None
     try:
         pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
@@ -111,6 +114,8 @@ def _child(out: str, name: str) -> None:
     bundle.finish()
     with open(os.path.join(out, "error.json"), "w") as f:
         json.dump(error, f)
+    with open(os.path.join(out, "progress.json"), "w") as f:
+        json.dump(said, f)
 
 
 def start_in_background(base: str):
@@ -126,6 +131,8 @@ class Result:
             self.error = json.load(f)
         with open(os.path.join(out, "bundle", "manifest.json")) as f:
             self.manifest = json.load(f)
+        with open(os.path.join(out, "progress.json")) as f:
+            self.progress = json.load(f)
         self.stages = {s["key"]: s for s in self.manifest["stages"]}
 
     def text(self, key: str) -> str:
@@ -223,6 +230,34 @@ def test_kernel_stages_are_written_as_each_kernel_compiles(results):
         for kernel in {k.split(":", 1)[1].rsplit(".", 1)[0] for k in ptx}:
             numbers = [int(k.rsplit(".", 1)[1]) for k in ptx if k.split(":", 1)[1].rsplit(".", 1)[0] == kernel]
             assert numbers == list(range(len(numbers))), (name, kernel, numbers)
+
+
+def test_every_kernels_first_config_comes_before_the_other_autotune_configs(results):
+    """The transformer block's kernels (one graph): the PTX of each kernel's first config is in the
+    bundle before any kernel's second config is compiled, the job's status line said which kernel
+    of how many and which config of how many compiled, counted from Inductor's output code and
+    the configs the bundle holds, and the later configs' time is a compile phase of its own."""
+    r = results["block_sm90"]
+    ptx = [s["key"].split(":", 1)[1] for s in r.manifest["stages"] if s["key"].startswith("triton.ptx:")]
+    configs = {}
+    for qualifier in ptx:
+        kernel, n = qualifier.rsplit(".", 1)
+        configs.setdefault(kernel, []).append(int(n))
+    kernels = r.kernels("inductor.output_code:0/0")
+    assert sorted(configs) == kernels and max(len(c) for c in configs.values()) >= 2, configs
+    firsts = [i for i, q in enumerate(ptx) if q.endswith(".0")]
+    assert firsts == list(range(len(kernels))), ptx
+    status = [line for line in r.progress if line.startswith("Triton: kernel ")]
+    assert len(status) == len(ptx), (status, ptx)
+    said = [re.fullmatch(r"Triton: kernel (\d+) of (\d+) \((\w+)\), config (\d+) of (\d+)", line).groups()
+            for line in status]
+    order = list(dict.fromkeys(kernel for _, _, kernel, _, _ in said))  # the module's load order
+    for k, n, kernel, _, m in said:
+        assert (int(n), int(m)) == (len(kernels), len(configs[kernel])) and order[int(k) - 1] == kernel, (k, kernel)
+    # each status line named the config whose stages came next
+    assert [(kernel, int(c) - 1) for _, _, kernel, c, _ in said] == [(q.rsplit(".", 1)[0], int(q.rsplit(".", 1)[1]))
+                                                                    for q in ptx]
+    assert r.manifest["timings"]["compile"]["later_kernel_configs_s"] > 0
 
 
 def test_targets_differ_where_the_hardware_does(results):

@@ -56,6 +56,13 @@ def test_patched_torch_names_exist():
     precompile = inspect.getsource(triton_heuristics.CachingAutotuner.precompile)
     assert "plugin.pre_compile(self) is not DEFER" in precompile and "_precompile_worker" in precompile
     assert "get_caching_autotuner_plugins(self)" in inspect.getsource(triton_heuristics.CachingAutotuner.__init__)
+    # KernelConfigOrder: _precompile_worker compiles `configs` into `compile_results` (skipping a
+    # config Triton refuses, NoTritonConfigsError when none compiles); the graph's defined kernels
+    worker = inspect.getsource(triton_heuristics.CachingAutotuner._precompile_worker)
+    assert "for c in self.configs:" in worker and "self.compile_results = compile_results" in worker
+    assert "raise NoTritonConfigsError(" in worker and "self.configs = None" in worker
+    from torch._inductor.codegen import wrapper as wrapper_codegen
+    assert "self.src_to_kernel: dict[str, str] = {}" in inspect.getsource(wrapper_codegen.PythonWrapperCodegen.__init__)
     import torch.fx.experimental.proxy_tensor as proxy_tensor
     assert isinstance(proxy_tensor.CONSTANT_NUMEL_LIMIT, int)
     assert "CONSTANT_NUMEL_LIMIT" in inspect.getsource(proxy_tensor.proxy_call)

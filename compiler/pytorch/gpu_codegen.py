@@ -80,6 +80,13 @@ def install(gpu: GpuTarget, runtime: Any, bundle: Bundle) -> None:
     bundle.timing("target", info)
 
 
+def config_order(bundle: Bundle) -> Any:
+    """The order of Triton's compilations for this job (virtual_gpu.KernelConfigOrder), telling the
+    job's status line which kernel and config compiles."""
+    from compiler.targets import virtual_gpu
+    return virtual_gpu.KernelConfigOrder(bundle.progress)
+
+
 def fidelity_note() -> str:
     from compiler.targets import virtual_gpu
     return " ".join(virtual_gpu.FIDELITY_NOTES)
@@ -105,8 +112,6 @@ class KernelStages:
     def write(self, record: Any) -> None:
         n = self._compiles.get(record.name, 0)
         self._compiles[record.name] = n + 1
-        compiled = sum(self._compiles.values())
-        self.bundle.progress(f"kernel config {compiled} compiled ({record.name}.{n})")
         self._writer.submit(self._write, record, f"{record.name}.{n}")
 
     def _write(self, record: Any, qualifier: str) -> None:

@@ -49,7 +49,9 @@ FIDELITY_NOTES = (
     "The static CUDA launcher is off and compile_threads=1: kernels are compiled in-process so their "
     "IR stays reachable; launchers are never built, so Inductor's occupancy-driven RBLOCK halving (it reads "
     "register counts from the loaded kernel) does not run.",
-    "Autotuning does not benchmark: every config is compiled and shown; the wrapper names the first.",
+    "Autotuning does not benchmark: every config is compiled and shown; the wrapper names the first. "
+    "Each kernel's first config is compiled as Inductor's module loads, its other configs once every graph "
+    "compiled (Inductor compiles them all at load): the same compilations, the first kernels' stages earlier.",
     "shape_padding is off (unless force_shape_pad is set): Inductor decides whether to pad a matmul with "
     "unaligned sizes by timing padded and unpadded matmuls on the GPU; here every such matmul stays unpadded.",
     "Device properties (SM count, shared memory, L2) are the published figures of the product named "
@@ -317,7 +319,10 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     #    loads the binary onto the device).
     class CompileOnly(triton_heuristics.CachingAutotunerPlugin):
         def pre_compile(self, autotuner: Any) -> object:
-            autotuner._precompile_worker()
+            if _config_order is not None:
+                _config_order.first(autotuner)
+            else:
+                autotuner._precompile_worker()
             return "compiled, no launcher"
 
     original_plugins = triton_heuristics.get_caching_autotuner_plugins
@@ -334,3 +339,90 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     inductor_config.joint_graph_constant_folding = False
     if not inductor_config.force_shape_pad:  # forced, pad_mm pads without timing anything
         inductor_config.shape_padding = False  # pad_mm times matmuls on the device to decide
+
+
+_config_order: "KernelConfigOrder | None" = None  # set while a job compiles on the virtual device
+
+
+class KernelConfigOrder:
+    """When Triton compiles each autotune config of Inductor's kernels on the virtual device.
+
+    Inductor's precompile, as its generated module loads, compiles every config of a kernel before
+    the next kernel. Here the module's load compiles each kernel's first config (the one the
+    wrapper names; if Triton refuses it for its resources or ptxas fails, the next one, as
+    Inductor's own precompile skips such configs), and `compile_rest()`, called once every graph
+    compiled, compiles the other configs, kernel after kernel. Every compilation is Inductor's own
+    (`_precompile_worker` on one config at a time) and each kernel ends with the compile results
+    of all its configs in their order: the same compilations as Inductor's, in another order, so
+    the first config of every kernel reaches the page before the others. `progress` is told, before
+    each compilation, "kernel k of n, config c of m" (n: the kernels Inductor defined in the graph
+    being loaded)."""
+
+    def __init__(self, progress: Any):
+        self.progress = progress
+        self.rest: list[tuple[Any, str, list[tuple[int, Any]]]] = []  # (autotuner, kernel k of n, configs left)
+        self.rest_s = 0.0
+        self._graph: Any = None
+        self._kernels_loaded = 0
+
+    def installed(self) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope() -> Any:
+            global _config_order
+            _config_order = self
+            try:
+                yield self
+            finally:
+                _config_order = None
+        return scope()
+
+    def first(self, autotuner: Any) -> None:
+        from torch._inductor.runtime.triton_heuristics import NoTritonConfigsError
+        configs = list(enumerate(autotuner.configs or []))
+        total, where = len(configs), self._kernel_of(autotuner)
+        while configs:
+            index, config = configs.pop(0)
+            try:
+                self._compile(autotuner, where, index, config, total, [])
+                break
+            except NoTritonConfigsError:
+                if not configs:
+                    raise  # no config compiles: Inductor's own error
+        if configs:
+            self.rest.append((autotuner, where, configs))
+
+    def compile_rest(self) -> None:
+        from torch._inductor.runtime.triton_heuristics import NoTritonConfigsError
+        started = time.perf_counter()
+        while self.rest:
+            autotuner, where, configs = self.rest.pop(0)
+            total = configs[-1][0] + 1
+            kept = list(autotuner.compile_results)
+            for index, config in configs:
+                try:
+                    self._compile(autotuner, where, index, config, total, kept)
+                except NoTritonConfigsError:
+                    autotuner.compile_results = kept  # skipped, as Inductor skips such a config
+            autotuner.configs = None  # as Inductor's precompile leaves it
+        self.rest_s += time.perf_counter() - started
+
+    def _compile(self, autotuner: Any, where: str, index: int, config: Any, total: int, kept: list[Any]) -> None:
+        self.progress(f"Triton: {where}, config {index + 1} of {total}")
+        autotuner.configs = [config]
+        autotuner.compile_results = []
+        autotuner._precompile_worker()
+        kept += autotuner.compile_results
+        autotuner.compile_results = list(kept)
+
+    def _kernel_of(self, autotuner: Any) -> str:
+        from torch._inductor.virtualized import V
+        graph = V.graph if V.graph is not None and hasattr(V.graph, "wrapper_code") else None
+        if graph is not self._graph:
+            self._graph, self._kernels_loaded = graph, 0
+        self._kernels_loaded += 1
+        name = autotuner.inductor_meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?")
+        defined = len(getattr(getattr(graph, "wrapper_code", None), "src_to_kernel", None) or {})
+        of = f" of {defined}" if defined >= self._kernels_loaded else ""
+        return f"kernel {self._kernels_loaded}{of} ({name})"
