@@ -84,16 +84,20 @@ def cli_runs(repeats: int, work: str) -> tuple[list[float], float]:
 def one_job(base: str, source: str, started: float | None = None, every: float = 0.02,
             options: dict | None = None, first_stage: str = "dynamo.fx_graph") -> dict:
     """Submit and follow one job, asking for it every `every` seconds; its JSON with `_first_s`
-    (when a stage whose key starts with `first_stage` was first listed) and `_done_s` added."""
+    (when a stage whose key starts with `first_stage` was first listed), `_listed_s` (stage key ->
+    when it was first listed) and `_done_s` added."""
     started = time.perf_counter() if started is None else started
     request = {"language": "pytorch", "source": source, **({"options": options} if options else {})}
     status, body = http(base, "/api/compile", request, timeout=60)
     if status not in (200, 202):
         raise SystemExit(f"compile request refused: {status} {str(body)[:300]}")
     first = None
+    listed: dict[str, float] = {}
     while True:
         _, job = http(base, f"/api/jobs/{body['job']}", timeout=60)
         now = time.perf_counter() - started
+        for stage in job["stages"]:
+            listed.setdefault(stage["key"], now)
         if first is None and any(s["key"].startswith(first_stage) for s in job["stages"]):
             first = now
         if job["status"] in ("done", "failed"):
@@ -101,7 +105,7 @@ def one_job(base: str, source: str, started: float | None = None, every: float =
         time.sleep(every)
     if job["status"] != "done":
         raise SystemExit(f"job failed: {job['error']}")
-    job["_first_s"], job["_done_s"] = (first if first is not None else now), now
+    job["_first_s"], job["_done_s"], job["_listed_s"] = (first if first is not None else now), now, listed
     return job
 
 
