@@ -86,14 +86,17 @@ COMPILES = {
     "block_sm90": (BLOCK, {"target": "cuda:sm_90"}),
     "block_sm100": (BLOCK, {"target": "cuda:sm_100"}),
     "train_sm90": (CONV_BN, {"target": "cuda:sm_90", "training": True}),
+    "block_sm90_one_cpu": (BLOCK, {"target": "cuda:sm_90"}),
 }
+# the job's settings where not the defaults (job_cpus 2: the other autotune configs in two processes)
+SETTINGS = {"block_sm90_one_cpu": {"job_cpus": 1.0}}
 
 
 def _child(out: str, name: str) -> None:
     """Run the pytorch pipeline on COMPILES[name] as the worker would, writing its bundle to out."""
     sys.path.insert(0, ROOT)
     from compiler import registry
-    from compiler.model import Request
+    from compiler.model import JobSettings, Request
     from compiler.pipeline import Bundle, JobContext, OptionError, UserError
     source, options = COMPILES[name]
     pipeline = registry.get("pytorch")
@@ -108,7 +111,8 @@ def _child(out: str, name: str) -> None:
     bundle.progress = lambda text: (said.append(text), progress(text))[-1]
     error = None
     try:
-        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
+        settings = JobSettings(**SETTINGS.get(name, {}))
+        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle, settings=settings))
     except (OptionError, UserError) as e:
         error = {"type": type(e).__name__, "message": str(e)}
     bundle.finish()
@@ -233,31 +237,49 @@ def test_kernel_stages_are_written_as_each_kernel_compiles(results):
 
 
 def test_every_kernels_first_config_comes_before_the_other_autotune_configs(results):
-    """The transformer block's kernels (one graph): the PTX of each kernel's first config is in the
-    bundle before any kernel's second config is compiled, the job's status line said which kernel
-    of how many and which config of how many compiled, counted from Inductor's output code and
-    the configs the bundle holds, and the later configs' time is a compile phase of its own."""
-    r = results["block_sm90"]
-    ptx = [s["key"].split(":", 1)[1] for s in r.manifest["stages"] if s["key"].startswith("triton.ptx:")]
-    configs = {}
-    for qualifier in ptx:
-        kernel, n = qualifier.rsplit(".", 1)
-        configs.setdefault(kernel, []).append(int(n))
-    kernels = r.kernels("inductor.output_code:0/0")
-    assert sorted(configs) == kernels and max(len(c) for c in configs.values()) >= 2, configs
-    firsts = [i for i, q in enumerate(ptx) if q.endswith(".0")]
-    assert firsts == list(range(len(kernels))), ptx
-    status = [line for line in r.progress if line.startswith("Triton: kernel ")]
-    assert len(status) == len(ptx), (status, ptx)
-    said = [re.fullmatch(r"Triton: kernel (\d+) of (\d+) \((\w+)\), config (\d+) of (\d+)", line).groups()
-            for line in status]
-    order = list(dict.fromkeys(kernel for _, _, kernel, _, _ in said))  # the module's load order
-    for k, n, kernel, _, m in said:
-        assert (int(n), int(m)) == (len(kernels), len(configs[kernel])) and order[int(k) - 1] == kernel, (k, kernel)
-    # each status line named the config whose stages came next
-    assert [(kernel, int(c) - 1) for _, _, kernel, c, _ in said] == [(q.rsplit(".", 1)[0], int(q.rsplit(".", 1)[1]))
-                                                                    for q in ptx]
-    assert r.manifest["timings"]["compile"]["later_kernel_configs_s"] > 0
+    """The transformer block's kernels (one graph), compiled with one CPU and with two: the PTX of
+    each kernel's first config is in the bundle before any kernel's second config is compiled;
+    the job's status line said which kernel of how many and which config of how many compiled,
+    counted from Inductor's output code and the configs the bundle holds; with two CPUs the other
+    configs were compiled in two processes (this one and a helper forked from it), with the same
+    TTGIR, PTX (up to its debug sections) and SASS as the one-CPU job's, the job directory's path
+    aside; their time is a phase of its own."""
+    texts = {}
+    for name in ("block_sm90_one_cpu", "block_sm90"):
+        r = results[name]
+        assert r.error is None, r.error
+        ptx = [s["key"].split(":", 1)[1] for s in r.manifest["stages"] if s["key"].startswith("triton.ptx:")]
+        configs = {}
+        for qualifier in ptx:
+            kernel, n = qualifier.rsplit(".", 1)
+            configs.setdefault(kernel, []).append(int(n))
+        kernels = r.kernels("inductor.output_code:0/0")
+        assert sorted(configs) == kernels and max(len(c) for c in configs.values()) >= 2, configs
+        assert all(sorted(numbers) == list(range(len(numbers))) for numbers in configs.values()), configs
+        firsts = [i for i, q in enumerate(ptx) if q.endswith(".0")]
+        assert firsts == list(range(len(kernels))), ptx
+        status = [line for line in r.progress if line.startswith("Triton: kernel ")]
+        said = [re.fullmatch(r"Triton: kernel (\d+) of (\d+) \((\w+)\), config (\d+) of (\d+)", line).groups()
+                for line in status]
+        order = list(dict.fromkeys(kernel for _, _, kernel, _, _ in said))  # the module's load order
+        for k, n, kernel, _, m in said:
+            assert (int(n), int(m)) == (len(kernels), len(configs[kernel])) and order[int(k) - 1] == kernel, (k, kernel)
+        named = [(kernel, int(c) - 1) for _, _, kernel, c, _ in said]
+        compiled = [(q.rsplit(".", 1)[0], int(q.rsplit(".", 1)[1])) for q in ptx]
+        later = sum(len(c) - 1 for c in configs.values())
+        several = sum(len(c) > 1 for c in configs.values())
+        spread = f"Triton: the other autotune configs of {several} kernels, in 2 processes"
+        if name == "block_sm90_one_cpu":
+            assert named == compiled and spread not in r.progress  # each status line named the config written next
+        else:  # the status named every first config; the other configs, the ones this process compiled
+            assert named[:len(kernels)] == compiled[:len(kernels)] and spread in r.progress, r.progress
+            assert 0 < len(named) - len(kernels) < later and set(named) < set(compiled)
+        assert r.manifest["timings"]["compile"]["later_kernel_configs_s"] > 0
+        work = os.path.join(r.out, "work")
+        # the PTX's DWARF sections spell the job's directory byte by byte: compared up to them
+        texts[name] = {key: r.text(key).replace(work, "WORK").split("\t.section\t.debug")[0] for key in r.stages
+                       if key.startswith(("triton.ttgir:", "triton.ptx:", "triton.sass:"))}
+    assert texts["block_sm90"] == texts["block_sm90_one_cpu"]
 
 
 def test_targets_differ_where_the_hardware_does(results):

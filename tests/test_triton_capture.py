@@ -163,3 +163,50 @@ def test_inline_asm_line_counting_is_undone_for_sass():
     pairs = gpu_lines.sass_source_map(text, SOURCE, valid, fix)
     ldg = {s for a, s in pairs if "LDG" in lines[a - 1]}
     assert ldg == {LOAD_X, LOAD_Y}
+
+
+def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finish(tmp_path):
+    """compiler/triton/parallel.py with units that report a compilation each: this process's
+    units report directly; each helper's finished units reach the capture through their files, in
+    unit order; a unit that raised, a helper that died and one that stood still (killed after
+    `stalled_s` without CPU time) leave their unit and every later unit of that share to the
+    caller. No helper is left behind."""
+    import signal
+    import time
+
+    from compiler.triton import parallel
+    from compiler.triton.capture import CompiledRecord, KernelCapture
+
+    seen: list[tuple[str, int]] = []
+    capture = KernelCapture(str(tmp_path / "dumps"), on_compiled=lambda r: seen.append((r.hash, os.getpid())))
+
+    def compiles(name):
+        def unit():
+            capture.on_compiled(CompiledRecord(hash=name, name=name, complete=True))
+        unit.__name__ = name
+        return unit
+
+    def raises():
+        raise RuntimeError("a config Triton could not compile")
+
+    def dies():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def stands_still():
+        time.sleep(600)
+
+    shares = [[compiles("a"), compiles("b")],
+              [compiles("c"), compiles("d")],
+              [compiles("e"), raises, compiles("f")],
+              [dies, compiles("g")],
+              [compiles("h"), stands_still, compiles("i")]]
+    started = time.monotonic()
+    left = parallel.spread(shares, capture, str(tmp_path / "records"), stalled_s=1.0)
+    assert time.monotonic() - started < 30
+    names = [name for name, _ in seen]  # helpers' records are taken between this process's units
+    assert sorted(names) == ["a", "b", "c", "d", "e", "h"] and names[0] == "a" and names.index("c") < names.index("d")
+    assert {pid for _, pid in seen} == {os.getpid()}  # handed over here, not called in a helper
+    assert [getattr(u, "__name__", "") for u in left] == ["raises", "f", "dies", "g", "stands_still", "i"]
+    assert sorted(capture.records) == ["c", "d", "e", "h"]  # adopted (a and b went straight to on_compiled)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # every helper was waited for

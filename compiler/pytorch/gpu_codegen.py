@@ -87,6 +87,33 @@ def config_order(bundle: Bundle) -> Any:
     return virtual_gpu.KernelConfigOrder(bundle.progress)
 
 
+def compile_other_configs(order: Any, capture: Any, workdir: str, job_cpus: float) -> float:
+    """Every kernel's other autotune configs (`order`'s rest), compiled once every graph compiled,
+    in as many processes as the job's CPU quota and CPUs allow: this one and helpers forked from
+    it (compiler/triton/parallel.py), whole kernels per process (each kernel's configs stay in
+    their order), shared out by their number of configs. Returns the seconds it took."""
+    from compiler.triton import parallel
+    started = time.perf_counter()
+    units = order.rest_units()
+    processes = max(1, min(int(job_cpus), len(os.sched_getaffinity(0)), len(units)))
+    shares: list[list[tuple[int, Any]]] = [[] for _ in range(processes)]
+    loads = [0] * processes
+    for position, (configs, unit) in sorted(enumerate(units), key=lambda u: -u[1][0]):
+        least = loads.index(min(loads))
+        shares[least].append((position, unit))
+        loads[least] += configs
+    in_order = [[unit for _, unit in sorted(share, key=lambda u: u[0])] for share in shares]
+    if processes == 1:
+        for unit in in_order[0]:
+            unit()
+    else:
+        order.progress(f"Triton: the other autotune configs of {len(units)} kernels, in {processes} processes")
+        silence = lambda: setattr(order, "progress", lambda _text: None)  # noqa: E731 - a helper writes no bundle
+        for unit in parallel.spread(in_order, capture, os.path.join(workdir, "helper-records"), in_helper=silence):
+            unit()  # what a helper did not finish (its error is raised here)
+    return time.perf_counter() - started
+
+
 def fidelity_note() -> str:
     from compiler.targets import virtual_gpu
     return " ".join(virtual_gpu.FIDELITY_NOTES)

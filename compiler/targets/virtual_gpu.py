@@ -21,6 +21,7 @@ Everything device-specific in irscope goes through here, so an upgrade touches o
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -350,18 +351,19 @@ class KernelConfigOrder:
     Inductor's precompile, as its generated module loads, compiles every config of a kernel before
     the next kernel. Here the module's load compiles each kernel's first config (the one the
     wrapper names; if Triton refuses it for its resources or ptxas fails, the next one, as
-    Inductor's own precompile skips such configs), and `compile_rest()`, called once every graph
-    compiled, compiles the other configs, kernel after kernel. Every compilation is Inductor's own
-    (`_precompile_worker` on one config at a time) and each kernel ends with the compile results
-    of all its configs in their order: the same compilations as Inductor's, in another order, so
-    the first config of every kernel reaches the page before the others. `progress` is told, before
-    each compilation, "kernel k of n, config c of m" (n: the kernels Inductor defined in the graph
-    being loaded)."""
+    Inductor's own precompile skips such configs); once every graph compiled, `rest_units()` hands
+    out the other configs, one unit per kernel that compiles them in their order (in this process,
+    or in a helper forked from it: compiler/pytorch/gpu_codegen.py). Every compilation is
+    Inductor's own (`_precompile_worker` on one config at a time), the same compilations as
+    Inductor's in another order, so the first config of every kernel reaches the page before the
+    others. A kernel compiled here ends with the compile results of all its configs in their
+    order; a config compiled in a helper leaves none in this process (compile-only: none is ever
+    launched). `progress` is told, before each compilation, "kernel k of n, config c of m" (n: the
+    kernels Inductor defined in the graph being loaded)."""
 
     def __init__(self, progress: Any):
         self.progress = progress
         self.rest: list[tuple[Any, str, list[tuple[int, Any]]]] = []  # (autotuner, kernel k of n, configs left)
-        self.rest_s = 0.0
         self._graph: Any = None
         self._kernels_loaded = 0
 
@@ -393,20 +395,24 @@ class KernelConfigOrder:
         if configs:
             self.rest.append((autotuner, where, configs))
 
-    def compile_rest(self) -> None:
+    def rest_units(self) -> list[tuple[int, Any]]:
+        """The other configs still to compile, taken from the order: one unit per kernel (a callable
+        compiling its configs in their order), with its number of configs, in load order."""
+        units = [(len(configs), functools.partial(self._compile_rest_of, autotuner, where, configs))
+                 for autotuner, where, configs in self.rest]
+        self.rest = []
+        return units
+
+    def _compile_rest_of(self, autotuner: Any, where: str, configs: list[tuple[int, Any]]) -> None:
         from torch._inductor.runtime.triton_heuristics import NoTritonConfigsError
-        started = time.perf_counter()
-        while self.rest:
-            autotuner, where, configs = self.rest.pop(0)
-            total = configs[-1][0] + 1
-            kept = list(autotuner.compile_results)
-            for index, config in configs:
-                try:
-                    self._compile(autotuner, where, index, config, total, kept)
-                except NoTritonConfigsError:
-                    autotuner.compile_results = kept  # skipped, as Inductor skips such a config
-            autotuner.configs = None  # as Inductor's precompile leaves it
-        self.rest_s += time.perf_counter() - started
+        total = configs[-1][0] + 1
+        kept = list(autotuner.compile_results)
+        for index, config in configs:
+            try:
+                self._compile(autotuner, where, index, config, total, kept)
+            except NoTritonConfigsError:
+                autotuner.compile_results = kept  # skipped, as Inductor skips such a config
+        autotuner.configs = None  # as Inductor's precompile leaves it
 
     def _compile(self, autotuner: Any, where: str, index: int, config: Any, total: int, kept: list[Any]) -> None:
         self.progress(f"Triton: {where}, config {index + 1} of {total}")

@@ -62,6 +62,12 @@ class KernelCapture:
         os.environ.pop("MLIR_DUMP_PATH", None)
         os.environ["MLIR_ENABLE_DUMP"] = "1"
 
+    def adopt(self, record: CompiledRecord) -> None:
+        """A compilation captured in a helper process of this one (compiler/triton/parallel.py)."""
+        self.records[record.hash] = record
+        if self.on_compiled is not None:
+            self.on_compiled(record)
+
     def ordered(self) -> list[CompiledRecord]:
         return [r for r in self.records.values() if r.complete]
 
