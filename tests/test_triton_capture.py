@@ -182,7 +182,7 @@ def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finis
 
     def compiles(name):
         def unit():
-            capture.on_compiled(CompiledRecord(hash=name, name=name, complete=True))
+            capture.on_compiled(CompiledRecord(hash=name, name=str(os.getpid()), complete=True))
         unit.__name__ = name
         return unit
 
@@ -201,12 +201,15 @@ def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finis
               [dies, compiles("g")],
               [compiles("h"), stands_still, compiles("i")]]
     started = time.monotonic()
-    left = parallel.spread(shares, capture, str(tmp_path / "records"), stalled_s=1.0)
+    left = parallel.spread(shares, capture, str(tmp_path / "records"), stalled_s=3.0)
     assert time.monotonic() - started < 30
     names = [name for name, _ in seen]  # helpers' records are taken between this process's units
     assert sorted(names) == ["a", "b", "c", "d", "e", "h"] and names[0] == "a" and names.index("c") < names.index("d")
     assert {pid for _, pid in seen} == {os.getpid()}  # handed over here, not called in a helper
     assert [getattr(u, "__name__", "") for u in left] == ["raises", "f", "dies", "g", "stands_still", "i"]
     assert sorted(capture.records) == ["c", "d", "e", "h"]  # adopted (a and b went straight to on_compiled)
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # every helper was waited for
+    helpers = {int(r.name) for r in capture.records.values()}
+    assert len(helpers) == 3 and os.getpid() not in helpers
+    for pid in helpers:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # waited for already
