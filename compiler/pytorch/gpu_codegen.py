@@ -87,6 +87,12 @@ def config_order(bundle: Bundle) -> Any:
     return virtual_gpu.KernelConfigOrder(bundle.progress)
 
 
+def job_processes(job_cpus: float) -> int:
+    """How many processes (or tools) of the job may compute at once: its CPU quota, in whole CPUs
+    this host has."""
+    return max(1, min(int(job_cpus), len(os.sched_getaffinity(0))))
+
+
 def compile_other_configs(order: Any, capture: Any, workdir: str, job_cpus: float) -> float:
     """Every kernel's other autotune configs (`order`'s rest), compiled once every graph compiled,
     in as many processes as the job's CPU quota and CPUs allow: this one and helpers forked from
@@ -95,7 +101,7 @@ def compile_other_configs(order: Any, capture: Any, workdir: str, job_cpus: floa
     from compiler.triton import parallel
     started = time.perf_counter()
     units = order.rest_units()
-    processes = max(1, min(int(job_cpus), len(os.sched_getaffinity(0)), len(units)))
+    processes = min(job_processes(job_cpus), max(1, len(units)))
     shares: list[list[tuple[int, Any]]] = [[] for _ in range(processes)]
     loads = [0] * processes
     for position, (configs, unit) in sorted(enumerate(units), key=lambda u: -u[1][0]):
@@ -122,26 +128,37 @@ def fidelity_note() -> str:
 class KernelStages:
     """`triton.<stage>:<kernel>.<config>` for every Triton compilation Inductor's generated modules
     trigger as they load (every autotune config of every kernel, forward and backward). Each is
-    handed over the moment its compilation ends (KernelCapture's `on_compiled`) and written by one
-    thread of its own, in compile order, while Triton compiles the next: the first kernel's PTX is
+    handed over the moment its compilation ends (KernelCapture's `on_compiled`), its cubin given
+    to nvdisasm at once, and written by one thread of its own, in compile order, while Triton
+    compiles the next: the first kernel's PTX is
     on the page while the others still compile, and the stage work (nvdisasm, the per-pass dumps)
     overlaps the compile instead of adding to it. `finish` waits for the last and adds the job's
     resource table; a failure to write a kernel's stages does not reach Triton's compile: `finish`
     raises it."""
 
-    def __init__(self, bundle: Bundle, workdir: str, gpu: GpuTarget):
+    def __init__(self, bundle: Bundle, workdir: str, gpu: GpuTarget, disassemblers: int = 1):
         self.bundle, self.workdir, self.gpu = bundle, workdir, gpu
         self.rows: list[Any] = []
         self._compiles: dict[str, int] = {}  # kernel name -> its compilations so far
         self._failure: BaseException | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-kernel-stages")
+        # nvdisasm (about 0.3 s of CPU a cubin, whatever its size) starts as each compilation ends,
+        # up to `disassemblers` at once; the writer takes each listing in compile order
+        self._disassembler = ThreadPoolExecutor(max_workers=max(1, disassemblers),
+                                                thread_name_prefix="irscope-nvdisasm")
 
     def write(self, record: Any) -> None:
         n = self._compiles.get(record.name, 0)
         self._compiles[record.name] = n + 1
-        self._writer.submit(self._write, record, f"{record.name}.{n}")
+        sass = self._disassembler.submit(self._disassemble, record)
+        self._writer.submit(self._write, record, f"{record.name}.{n}", sass)
 
-    def _write(self, record: Any, qualifier: str) -> None:
+    def _disassemble(self, record: Any) -> str | None:
+        from compiler.nvidia_tools import disassemble_sass
+        cubin = record.asm("cubin")
+        return disassemble_sass(cubin, self.workdir) if isinstance(cubin, bytes) else None
+
+    def _write(self, record: Any, qualifier: str, sass: Any) -> None:
         from compiler.triton.kernel_stages import write_kernel_stages as write_stages
         if self._failure is not None:
             return
@@ -152,7 +169,7 @@ class KernelStages:
                                           extra_meta={"virtual": True, "executed": False, "device": self.gpu.product,
                                                       "source_map_into": f"triton.source:{qualifier}",
                                                       "note": SOURCE_MAP_NOTE},
-                                          group="Kernels"))
+                                          group="Kernels", sass=sass.result()))
         except Exception as e:  # noqa: BLE001 - kept for finish(): Triton's compile must not see it
             self._failure = e
 
@@ -160,6 +177,7 @@ class KernelStages:
         from compiler.kernel_resources import write_resource_table
         self.bundle.progress("writing the last kernels' stages")
         self._writer.shutdown(wait=True)
+        self._disassembler.shutdown(wait=True)
         if self._failure is not None:
             raise self._failure
         write_resource_table(self.bundle, self.rows, "Kernels",

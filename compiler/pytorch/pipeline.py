@@ -271,7 +271,8 @@ class PyTorchPipeline(Pipeline):
         recorder = collectives.Recorder(torch, path, world.meshes) if world is not None else None
         if recorder is not None:  # read-only passes on Inductor's own hooks: the compiled code is the same
             inductor_config.post_grad_custom_pre_pass, inductor_config.post_grad_custom_post_pass = recorder.passes()
-        kernels = gpu_codegen.KernelStages(bundle, ctx.workdir, gpu) if gpu is not None else None
+        kernels = gpu_codegen.KernelStages(bundle, ctx.workdir, gpu, gpu_codegen.job_processes(ctx.settings.job_cpus)) \
+            if gpu is not None else None
         # each kernel's first config as the module loads, the others once every graph compiled
         order = gpu_codegen.config_order(bundle) if gpu is not None and not options["export"] else None
         later_s: float | None = None
