@@ -105,8 +105,9 @@ class Pipeline:
     # Modules a spare worker imports before it is handed a job (see service/spares.py). A
     # pipeline lists them only if its environment() does not depend on the request.
     prewarm_modules: tuple[str, ...] = ()
-    # The kinds of spare worker kept ready ("": the plain one; a pipeline may warm others, e.g.
-    # one per GPU target, that prepare_spare makes and spare_kind hands jobs to).
+    # The kinds of spare worker kept ready from the server's start ("": the plain one; a pipeline
+    # may warm others, e.g. one per GPU target, that prepare_spare makes and spare_kind hands jobs
+    # to). spare_kind may name a kind not listed: its spares start when its first job arrives.
     spare_kinds: tuple[str, ...] = ("",)
     # The kinds of spare that may be templates forking each job's process (compiler/
     # spare_template.py): only where prepare_spare leaves nothing a fork breaks (no thread of
@@ -131,9 +132,9 @@ class Pipeline:
         return {}
 
     def spare_kind(self, request: Request) -> str | None:
-        """Which of the pipeline's `spare_kinds` of spare worker, made ready by prepare_spare before
-        any job existed, may run `request` ("" is the plain one); None: the job starts a worker
-        of its own."""
+        """Which kind of spare worker, made ready by prepare_spare before the job existed, may run
+        `request` ("" is the plain one): one of `spare_kinds`, or a kind whose spares are started
+        on demand, when a job of it finds none; None: every such job starts a worker of its own."""
         return ""
 
     def uses_toolchain_cache(self, request: Request) -> bool:
@@ -143,7 +144,7 @@ class Pipeline:
 
     def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
                       job_arrived: Callable[[], bool] = lambda: False) -> None:
-        """A spare worker of `kind` (one of `spare_kinds`), before any job exists (environment()
+        """A spare worker of `kind` (one `spare_kind` names), before any job exists (environment()
         already set): get the process ready. Here: import `prewarm_modules`. A pipeline may do more
         (a warm-up compile of its own code) provided nothing of it can reach the job the process
         is later handed, and should skip what is left of it once `job_arrived()` (the job is then

@@ -14,6 +14,9 @@ are left.
 
 Spares are filed by key: the language, or `<language>@<kind>` for a pipeline's other kinds of spare
 (`pytorch@cuda:sm_90`: one that installed a virtual H100 before its warm-up; Pipeline.spare_kinds).
+The pipeline's `spare_kinds` start with the server; another kind's first spare starts when a job
+of that kind arrives and finds none (`pytorch@cuda:sm_100` after the first B200 job), so the
+user's next job of it finds one.
 """
 from __future__ import annotations
 
@@ -134,7 +137,8 @@ class Spares:
             self.fill(key)
 
     def take(self, key: str) -> Spare | None:
-        """A live spare for `key` (a ready one first), or None; a replacement starts now."""
+        """A live spare for `key` (a ready one first), or None; a replacement starts now (and, for
+        a key no spare was started for yet, a first one: the next job of that kind finds it)."""
         with self._lock:
             alive = self._alive(key)
             alive.sort(key=lambda spare: not spare.ready)
@@ -144,7 +148,7 @@ class Spares:
             self._note_memory(spare)
             # now on a job's path: the CPU share of a job
             _holder(spare).cgroup.set_cpu_weight(JOB_CPU_WEIGHT)
-            self.fill(key)
+        self.fill(key)
         return spare
 
     def waiting(self, key: str) -> list[sandbox.Sandboxed]:

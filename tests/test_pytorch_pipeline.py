@@ -852,6 +852,37 @@ def test_a_training_job_forked_from_the_virtual_gpus_template_runs_autograd(comp
     assert any(k.startswith("triton.ptx:") for k in keys)
 
 
+def test_another_gpu_targets_first_job_starts_spares_for_the_next(compiled):
+    """No spare is kept for the virtual A100 from the start; its first job runs in a worker of its
+    own and starts the A100's template, so the user's next job on sm_80 is forked from a template
+    that installed the virtual A100 (its PTX targets sm_80)."""
+    spares = compiled.svc.runner.spares
+    key = "pytorch@cuda:sm_80"
+    assert not spares.waiting(key)
+
+    def run(constant: str) -> dict:
+        source = VIRTUAL_SM90.replace("example_inputs", f"SCALE = {constant}\nexample_inputs", 1)
+        response = compiled.client.post("/api/compile", json={"language": "pytorch", "source": source,
+                                                              "options": {"target": "cuda:sm_80"}})
+        assert response.status_code in (200, 202), response.get_json()
+        job = wait_job(compiled.client, response.get_json()["job"], timeout=900)
+        assert job["status"] == "done", job["error"]
+        return job
+
+    first = run("1")
+    assert first["timings"]["job"]["worker"] != "pre-started"
+    deadline = time.monotonic() + 120  # the template starts once no other spare warms up; bounded
+    while time.monotonic() < deadline and not spares.waiting(key):
+        time.sleep(0.2)
+    assert spares.waiting(key), "the sm_80 job started no spare for its target"
+    second = run("2")
+    job = second["timings"]["job"]
+    assert job["worker"] == "pre-started" and job["spare"]["forked_from_template"] is True, job
+    ptx = next(s["key"] for s in second["stages"] if s["key"].startswith("triton.ptx:"))
+    assert re.search(r"^\.target sm_80\b", stage_text(compiled.client, second["id"], ptx), re.M)
+    assert second["timings"]["target"]["virtual_device_installed_by"] == "the spare worker, before its warm-up"
+
+
 def test_pre_started_worker_is_used_once_and_replaced(compiled):
     """The spare had torch loaded and its warm-up done before its job existed (the fixture waited
     for both), took the first job, and was replaced by a new spare: one job per process."""

@@ -39,7 +39,7 @@ from compiler.pytorch import (
 from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
-from compiler.targets import DEFAULT_VIRTUAL_TARGET, virtual_gpu
+from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, virtual_gpu
 from compiler.triton.capture import KernelCapture
 from compiler.user_code import CappedText, captured_stdout, is_out_of_memory, run_source, user_error, write_user_file
 
@@ -85,11 +85,12 @@ class PyTorchPipeline(Pipeline):
     warmup_source = toolchain_cache.WARMUP_SOURCE
     prewarm_modules = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
     # A plain spare (warmed up on the host) and one that installed the default virtual GPU first
-    # and warmed up on it (compiler/pytorch/spare_warmup.py), for the GPU target people iterate on.
+    # and warmed up on it (compiler/pytorch/spare_warmup.py), for the GPU target people iterate on;
+    # the other CUDA targets' spares start when a job for one arrives (spare_kind).
     spare_kinds = ("", DEFAULT_VIRTUAL_TARGET)
-    # Both fork their jobs from a template (the virtual GPU's warm-up runs no autograd: see
+    # All fork their jobs from a template (the virtual GPU's warm-up runs no autograd: see
     # spare_warmup._compile_once).
-    template_kinds = spare_kinds
+    template_kinds = ("",) + tuple(name for name, target in TARGETS.items() if target.is_cuda)
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",
@@ -149,7 +150,7 @@ class PyTorchPipeline(Pipeline):
         target = request.options.get("target", "host")
         if target == "host":
             return ""
-        return target if target in self.spare_kinds else None
+        return target if target in self.template_kinds else None
 
     def uses_toolchain_cache(self, request: Request) -> bool:
         # the CPU probes and the precompiled header serve C++ kernels: the host target's
