@@ -10,7 +10,8 @@ authors use it, all measured in ONE run on this machine.
    of spare are ready; then, back to back (each submitted the moment the last ended): the small
    model N times (a new constant each time, as a user changing one constant), a KernelBench
    level-2 problem (bench/models/kb_matmul_gelu_softmax.py) and the transformer block
-   (bench/models/transformer_block.py), all on cuda:sm_90.
+   (bench/models/transformer_block.py), all on cuda:sm_90; then the small model twice on
+   cuda:sm_100, a target no spare is kept for from the start (its first job starts them).
 
 3. With `--models`: every model file of bench/models/ on cuda:sm_90, back to back (the issue's
    "KernelBench-style models on sm_90: median <= 5 s").
@@ -52,10 +53,10 @@ def _read(name: str) -> str:
         return f.read()
 
 
-def gpu_job(base: str, source: str) -> dict:
+def gpu_job(base: str, source: str, target: str = "cuda:sm_90") -> dict:
     """One cuda:sm_90 job, followed as bench/compile_latency.py follows a job; its JSON with
     `_first_s` (its first PTX stage), `_done_s`, `_floor_s`, `_configs` and `_inductor_s` added."""
-    job = one_job(base, source, options={"target": "cuda:sm_90"}, first_stage="triton.ptx:")
+    job = one_job(base, source, options={"target": target}, first_stage="triton.ptx:")
     floor = 0.0
     configs = [s["key"] for s in job["stages"] if s["key"].startswith("triton.metadata:")]
     for key in configs:
@@ -165,6 +166,10 @@ def main() -> None:
             block = gpu_job(server.base, _read("transformer_block.py"))
             print(describe("transformer block", block), flush=True)
             print(f"  where its time went: {where_the_time_went(block)}", flush=True)
+            # a target no spare is kept for: its first job starts its spares, the next job forks
+            other = [gpu_job(server.base, SOURCE.format(c=constant(100 + i)), "cuda:sm_100") for i in range(2)]
+            for i, job in enumerate(other):
+                print(describe(f"small model on sm_100, {('first', 'next')[i]}", job), flush=True)
             if args.models:
                 # the two run above count with their runs (a second submission would be answered
                 # from the store)
