@@ -130,11 +130,10 @@ class KernelStages:
     trigger as they load (every autotune config of every kernel, forward and backward). Each is
     handed over the moment its compilation ends (KernelCapture's `on_compiled`), its cubin given
     to nvdisasm at once, and written by one thread of its own, in compile order, while Triton
-    compiles the next: the first kernel's PTX is
-    on the page while the others still compile, and the stage work (nvdisasm, the per-pass dumps)
-    overlaps the compile instead of adding to it. `finish` waits for the last and adds the job's
-    resource table; a failure to write a kernel's stages does not reach Triton's compile: `finish`
-    raises it."""
+    compiles the next: the first kernel's PTX is on the page while the others still compile, and
+    the stage work (nvdisasm, the per-pass dumps) overlaps the compile instead of adding to it.
+    `finish` waits for the last and adds the job's resource table; a failure to write a kernel's
+    stages does not reach Triton's compile: `finish` raises it."""
 
     def __init__(self, bundle: Bundle, workdir: str, gpu: GpuTarget, disassemblers: int = 1):
         self.bundle, self.workdir, self.gpu = bundle, workdir, gpu
