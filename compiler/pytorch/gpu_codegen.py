@@ -168,7 +168,7 @@ class KernelStages:
                                           extra_meta={"virtual": True, "executed": False, "device": self.gpu.product,
                                                       "source_map_into": f"triton.source:{qualifier}",
                                                       "note": SOURCE_MAP_NOTE},
-                                          group="Kernels", sass=sass.result()))
+                                          group="Kernels", disassembly=sass.result))
         except Exception as e:  # noqa: BLE001 - kept for finish(): Triton's compile must not see it
             self._failure = e
 

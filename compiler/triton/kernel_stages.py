@@ -39,15 +39,16 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                         source_map_file: str, python_source: tuple[str, int] | None = None,
                         map_to_user: Callable[[int], int | None] | None = None,
                         extra_meta: dict[str, Any] | None = None, group: str = "Triton",
-                        sass: str | None = None) -> formats.KernelResource:
+                        disassembly: Callable[[], str | None] | None = None) -> formats.KernelResource:
     """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`; returns
     the kernel's row of the job's resource table (compiler/kernel_resources.py: `write_resource_table`).
 
     `source_map_file` is the file the compiler's locations must name for a line to be mapped.
     `python_source` is (text, first line in that file) for `triton.source`. `map_to_user` turns a
     line of that file into a line of the user's pasted source (identity when it is that source);
-    lines it returns None for stay unmapped. `sass` is nvdisasm's listing of the cubin where the
-    caller ran it already (`disassemble_sass`), else it is run here.
+    lines it returns None for stay unmapped. `disassembly`, where the caller started nvdisasm on
+    the cubin already (`disassemble_sass`), waits for its listing; it is asked once the stages
+    before SASS are written (else nvdisasm runs here then).
     """
     to_user = map_to_user or (lambda line: line)
 
@@ -106,7 +107,9 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     cubin = record.asm("cubin")
     usage: dict[str, int] = {}
     if isinstance(cubin, bytes):
-        sass = disassemble_sass(cubin, workdir) if sass is None else sass
+        sass = disassembly() if disassembly is not None else None
+        if sass is None:
+            sass = disassemble_sass(cubin, workdir)
         asm_lines = gpu_lines.ptx_inline_asm_lines(ptx, source_map_file) if isinstance(ptx, str) else None
         bundle.add(f"triton.sass:{qualifier}", f"SASS {qualifier}", group, "sass", sass,
                    source_map=user_map(gpu_lines.sass_source_map(sass, source_map_file, llir_lines or None, asm_lines)),
