@@ -213,3 +213,36 @@ def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finis
     for pid in helpers:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # waited for already
+
+
+def test_spread_stops_its_helpers_when_this_processs_own_unit_fails(tmp_path):
+    """A compilation of the job's own share raising (a compile error the job reports): the error
+    reaches the caller and no helper outlives it (a helper still busy is killed and reaped)."""
+    import time
+
+    from compiler.triton import parallel
+    from compiler.triton.capture import KernelCapture
+
+    capture = KernelCapture(str(tmp_path / "dumps"))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def busy():
+        (marks / str(os.getpid())).write_text("")
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            pass
+
+    def fails():
+        deadline = time.monotonic() + 30  # until the helpers have started
+        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("the job's own config failed to compile")
+
+    with pytest.raises(RuntimeError, match="own config failed"):
+        parallel.spread([[fails], [busy], [busy]], capture, str(tmp_path / "records"))
+    helpers = [int(name) for name in os.listdir(marks)]
+    assert len(helpers) == 2
+    for pid in helpers:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # killed and reaped

@@ -46,9 +46,15 @@ def spread(shares: list[list[Unit]], capture: KernelCapture, directory: str,
         helpers.append((pid, share, number))
         number += len(share)
     taken: set[int] = set()
-    for unit in shares[0]:
-        unit()
-        _take(directory, capture, taken)
+    try:
+        for unit in shares[0]:
+            unit()
+            _take(directory, capture, taken)
+    except BaseException:  # the job's own compilation failed: the job ends with its error, no helper outlives it
+        for pid, _, _ in helpers:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
     for pid, _, _ in helpers:
         _wait(pid, lambda: _take(directory, capture, taken), stalled_s)
     _take(directory, capture, taken)
