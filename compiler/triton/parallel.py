@@ -10,8 +10,9 @@ records of each compilation it finished into `directory` (written aside, renamed
 which this process takes between its own compilations and after, handing each to the capture's
 `on_compiled`. A unit a helper did not finish (it failed, the helper died, or it stood still and
 was killed) is returned, and the caller compiles it itself: its error is then raised where it
-would have been without helpers. A helper never writes the bundle: it reports nothing but these
-files.
+would have been without helpers. If one of this process's own compilations fails, its helpers
+are killed and reaped before the error is raised. A helper never writes the bundle: it reports
+nothing but these files.
 """
 from __future__ import annotations
 
