@@ -54,8 +54,9 @@ def _read(name: str) -> str:
 
 
 def gpu_job(base: str, source: str, target: str = "cuda:sm_90") -> dict:
-    """One cuda:sm_90 job, followed as bench/compile_latency.py follows a job; its JSON with
-    `_first_s` (its first PTX stage), `_done_s`, `_floor_s`, `_configs` and `_inductor_s` added."""
+    """One job on `target`, followed as bench/compile_latency.py follows a job; its JSON with
+    `_first_s` (its first PTX stage), `_every_first_s` (the PTX of every kernel's first config),
+    `_done_s`, `_floor_s`, `_configs` and `_inductor_s` added."""
     job = one_job(base, source, options={"target": target}, first_stage="triton.ptx:")
     floor = 0.0
     configs = [s["key"] for s in job["stages"] if s["key"].startswith("triton.metadata:")]
