@@ -1,10 +1,11 @@
 """The PyTorch pipeline on virtual GPUs: a transformer block that builds its causal mask, position ids
 and rotary table on the input's device compiles for virtual sm_80, sm_90 and sm_100 with its
-Triton kernels lowered to PTX and SASS; a conv net with BatchNorm in training mode compiles its
-forward and backward graphs and kernels (training: true).
+Triton kernels lowered to PTX and SASS (on sm_90 also with job_cpus 1: its other autotune configs
+in one process, not two); a conv net with BatchNorm in training mode compiles its forward and
+backward graphs and kernels (training: true).
 
 The virtual device is process-wide and irreversible, so each compile runs the pipeline in a child
-process of its own (this file run as a script), as it does in the sandboxed worker; all four start
+process of its own (this file run as a script), as it does in the sandboxed worker; all five start
 when collection ends (tests/conftest.py) and run side by side.
 """
 from __future__ import annotations
