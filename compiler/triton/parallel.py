@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any, Callable
 
+import psutil
+
 from compiler.triton.capture import CompiledRecord, KernelCapture
 
 Unit = Callable[[], None]  # one compilation (or a few), run where it is given
@@ -66,11 +68,11 @@ def _wait(pid: int, meanwhile: Callable[[], None], stalled_s: float) -> None:
     """Wait for helper `pid` to end, calling `meanwhile` as it runs. A compilation uses CPU all
     along: a helper whose CPU time has not moved for `stalled_s` is stuck (a lock another thread
     of the job held at the fork) and is killed; what it did not finish is left to the caller."""
-    cpu, since = _cpu_ticks(pid), time.monotonic()
+    cpu, since = _cpu_seconds(pid), time.monotonic()
     while not os.waitpid(pid, os.WNOHANG)[0]:
         meanwhile()
         time.sleep(0.02)
-        now_cpu = _cpu_ticks(pid)
+        now_cpu = _cpu_seconds(pid)
         if now_cpu != cpu:
             cpu, since = now_cpu, time.monotonic()
         elif time.monotonic() - since > stalled_s:
@@ -79,14 +81,13 @@ def _wait(pid: int, meanwhile: Callable[[], None], stalled_s: float) -> None:
             return
 
 
-def _cpu_ticks(pid: int) -> int:
-    """utime + stime of a process, in clock ticks (/proc/<pid>/stat); -1 once it is gone."""
+def _cpu_seconds(pid: int) -> float:
+    """The user and system CPU time of a process so far; -1 once it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return -1
-    return int(fields[11]) + int(fields[12])
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return -1.0
+    return times.user + times.system
 
 
 def _helper(share: list[Unit], first: int, capture: KernelCapture, directory: str,
