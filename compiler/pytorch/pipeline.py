@@ -150,7 +150,7 @@ class PyTorchPipeline(Pipeline):
         target = request.options.get("target", "host")
         if target == "host":
             return ""
-        return target if target in self.template_kinds else None
+        return target if TARGETS[target].is_cuda else None
 
     def uses_toolchain_cache(self, request: Request) -> bool:
         # the CPU probes and the precompiled header serve C++ kernels: the host target's

@@ -20,6 +20,7 @@ Everything device-specific in irscope goes through here, so an upgrade touches o
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -28,7 +29,7 @@ import shutil
 import subprocess
 import time
 import types
-from typing import Any
+from typing import Any, Iterator
 
 from compiler.targets import GpuTarget
 
@@ -367,18 +368,14 @@ class KernelConfigOrder:
         self._graph: Any = None
         self._kernels_loaded = 0
 
-    def installed(self) -> Any:
-        import contextlib
-
-        @contextlib.contextmanager
-        def scope() -> Any:
-            global _config_order
-            _config_order = self
-            try:
-                yield self
-            finally:
-                _config_order = None
-        return scope()
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["KernelConfigOrder"]:
+        global _config_order
+        _config_order = self
+        try:
+            yield self
+        finally:
+            _config_order = None
 
     def first(self, autotuner: Any) -> None:
         from torch._inductor.runtime.triton_heuristics import NoTritonConfigsError
