@@ -20,6 +20,7 @@ from urllib.parse import quote
 import pytest
 from torch.testing import FileCheck
 
+from compiler.pytorch import toolchain_cache
 from service.spare_templates import ForkedJob
 from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
 
@@ -713,6 +714,15 @@ def test_toolchain_cache_seeds_probes_and_the_precompiled_header_without_changin
     assert warm_c["precompiled_headers_from_toolchain_cache"] == len(gch)
     assert cold_c["precompiled_headers_built_in_job"] and set(cold_c["precompiled_headers_built_in_job"]) <= set(gch)
     assert warm_c["precompiled_headers_built_in_job"] == []  # the seeded header was not rebuilt
+    # The warm-up ran Inductor's probes one thread per ISA (toolchain_cache.probe_isas), the cold job
+    # one after another as Inductor does: the same probe libraries (named by a hash of the probe's
+    # source, flags, compiler and torch), the same ISAs found. The template probed before its job.
+    assert cold_c["isa_probes_built_in_job"] == toolchain_cache.probe_libraries(
+        os.path.join(pytorch_toolchain_cache, "isa_probes")) != []
+    assert warm_c["isa_probes_built_in_job"] == []
+    assert cold_c["vector_isa"]["picked"] != "INVALID_VEC_ISA" and cold_c["vector_isa"] == warm_c["vector_isa"]
+    template_probes = warm_c["worker_warm_up"]["isa_probes"]
+    assert {key: template_probes[key] for key in ("picked", "valid")} == cold_c["vector_isa"]
     assert warm_c["event_counts"]["compile_file"] < cold_c["event_counts"]["compile_file"]
     assert compiled.text("spare", "inductor.output_code:0/0_1") == \
         stage_text(compiled.cold_client, compiled.cold_id, "inductor.output_code:0/0_1")

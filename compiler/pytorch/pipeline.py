@@ -176,6 +176,7 @@ class PyTorchPipeline(Pipeline):
         path = write_user_file(request.source, USER_FILE, ctx.workdir)
         cache_dir = _inductor_cache_dir(ctx.workdir)
         probes = toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
+        imported_probes = set(toolchain_cache.probe_libraries(cache_dir))
         # A GPU target on a worker without that GPU needs the virtual device's C++ half: g++ builds it
         # from torch's headers while torch is imported (left unused when the worker has the GPU),
         # unless this worker is a spare that installed the device before its warm-up.
@@ -195,6 +196,8 @@ class PyTorchPipeline(Pipeline):
         baseline_rss = peak_memory.process_resident_bytes()  # before the model exists
         header_dir = torch._inductor.codecache._HEADER_DIR
         headers = toolchain_cache.link_headers(ctx.toolchain_cache, header_dir)
+        # the trusted warm-up job: the CPU probes, in parallel (a job meets them at its first compile)
+        isa_probes = toolchain_cache.probe_isas() if ctx.export_toolchain_cache else None
         # Provenance tracking links each kernel to the user's lines; it only adds
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1
@@ -327,6 +330,11 @@ class PyTorchPipeline(Pipeline):
         if later_s is not None:
             timings["later_kernel_configs_s"] = round(later_s, 3)
         timings["isa_probes_from_toolchain_cache"] = probes
+        timings["isa_probes_built_in_job"] = [name for name in toolchain_cache.probe_libraries(cache_dir)
+                                              if name not in imported_probes]
+        timings["vector_isa"] = toolchain_cache.isas_found()
+        if isa_probes is not None:
+            timings["isa_probes_in_parallel"] = isa_probes
         timings["precompiled_headers_from_toolchain_cache"] = len(headers)
         timings["precompiled_headers_built_in_job"] = toolchain_cache.headers_built(header_dir)
         timings["worker_warm_up"] = spare_warmup.report()

@@ -78,7 +78,7 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
     import torch._inductor.compile_fx  # noqa: F401 - imported for the job
     import torch._inductor.config  # noqa: F401 - imported for the job
     imported = time.perf_counter()
-    device = None
+    device, probes = None, None
     if gpu_target and not torch.cuda.is_available():
         from compiler.pytorch import gpu_codegen
         gpu_codegen.install_device(gpu_codegen.virtual_target(gpu_target, {}), runtime)
@@ -88,6 +88,8 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
                    "what": "a spare worker imported torch before this job arrived (no warm-up compile: the "
                            "job's GPU is real and no warm-up touched it)"}
         return
+    if device is None:  # the host's C++ kernels: Inductor's CPU probes, before any job can arrive
+        probes = _probe_isas(workdir, toolchain)
     if job_arrived():
         _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
                    "what": "a spare worker was importing torch when this job arrived: it went on with the job "
@@ -95,9 +97,31 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
                            + (f" (the virtual {device} installed)" if device else "")}
         if device:
             _report["virtual_device"] = device
+        if probes:
+            _report["isa_probes"] = probes
         _cut_short = True
         return
     warm_up_compile(workdir, toolchain, imported - started)
+    if probes and _report is not None:
+        _report["isa_probes"] = probes
+
+
+def _probe_isas(workdir: str, toolchain: str) -> dict[str, Any]:
+    """Inductor's CPU probes (toolchain_cache.probe_isas), loaded from the toolchain cache's copies
+    in the warm-up's own scratch Inductor cache, as its warm-up compile would load them. What the
+    probes found stays in Inductor's in-process caches; their files go with the scratch."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    scratch = os.path.join(workdir, "spare-warm-up")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")
+    try:
+        toolchain_cache.import_probes(toolchain, os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        return toolchain_cache.probe_isas()
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def warm_up_compile(workdir: str, toolchain: str, import_s: float | None = None) -> None:

@@ -20,11 +20,21 @@ every stage of a job is compiled and logged exactly as on a cold machine.
 
 Layout of an exported cache: `isa_probes/<Inductor cache entry>/...` and
 `precompiled_headers/<hash>.h`, `<hash>.h.gch`.
+
+Inductor runs its probes one after another, the first time it needs the ISA: on an AVX-512 host
+11 of them, each a g++ build (about 0.8 s) and a child Python that loads it. `probe_isas` runs the
+same probes (Inductor's own `VecISA.__bool__` of each ISA this CPU claims) with one thread per
+ISA, so that on a fresh host the warm-up builds them about twice as fast on two cores, and a worker
+whose probes are on disk loads them in half the time. The results stay in Inductor's own caches,
+where its first compile finds them.
 """
 from __future__ import annotations
 
 import os
+import platform
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 WARMUP_SOURCE = '''import torch
 
@@ -69,17 +79,30 @@ def export(cache_dir: str, header_dir: str, dest: str) -> dict[str, int]:
     """Copy the ISA-probe entries of an Inductor cache and every precompiled header to `dest`."""
     probes = os.path.join(dest, PROBES)
     os.makedirs(probes, exist_ok=True)
-    count = 0
-    for name in sorted(os.listdir(cache_dir)) if os.path.isdir(cache_dir) else []:
-        path = os.path.join(cache_dir, name)
-        if os.path.isdir(path) and _is_probe_dir(path):
-            shutil.copytree(path, os.path.join(probes, name), ignore=shutil.ignore_patterns("*.lock"))
-            count += 1
+    entries = probe_entries(cache_dir)
+    for name in entries:
+        shutil.copytree(os.path.join(cache_dir, name), os.path.join(probes, name),
+                        ignore=shutil.ignore_patterns("*.lock"))
     headers = os.path.join(dest, HEADERS)
     os.makedirs(headers, exist_ok=True)
     for name in _header_files(header_dir):
         shutil.copyfile(os.path.join(header_dir, name), os.path.join(headers, name))
-    return {"isa_probes": count, "precompiled_headers": sum(n.endswith(".gch") for n in _header_files(headers))}
+    return {"isa_probes": len(entries), "precompiled_headers": sum(n.endswith(".gch") for n in _header_files(headers))}
+
+
+def probe_entries(cache_dir: str) -> list[str]:
+    """The ISA-probe entries of an Inductor cache (its directories that hold probes only)."""
+    if not os.path.isdir(cache_dir):
+        return []
+    return [name for name in sorted(os.listdir(cache_dir))
+            if os.path.isdir(os.path.join(cache_dir, name)) and _is_probe_dir(os.path.join(cache_dir, name))]
+
+
+def probe_libraries(cache_dir: str) -> list[str]:
+    """The file names of the ISA probes' libraries in an Inductor cache: each a hash of the probe's
+    source, its flags, the compiler and torch, so equal names mean the same probes were built."""
+    return sorted(name for entry in probe_entries(cache_dir) for name in os.listdir(os.path.join(cache_dir, entry))
+                  if name.endswith(".so"))
 
 
 def import_probes(src: str, cache_dir: str) -> int:
@@ -118,3 +141,35 @@ def headers_built(header_dir: str) -> list[str]:
     not a link into the toolchain cache (so none when the seeded ones were used as they are)."""
     return [n for n in _header_files(header_dir)
             if n.endswith(".gch") and not os.path.islink(os.path.join(header_dir, n))]
+
+
+def probe_isas() -> dict[str, object]:
+    """Run Inductor's CPU feature probes now, one thread per vector ISA this CPU claims (module
+    doc), and return what they found and how long it took. Only for irscope's own processes
+    before any user code: the trusted warm-up and a spare before its job (whose warm-up compile
+    would run the same probes one by one); a job whose source sets `cpp.vec_isa_ok` must meet the
+    probes as Inductor does, at its first compile."""
+    from torch._inductor import cpu_vec_isa
+    started = time.perf_counter()
+    if platform.machine() in ("x86_64", "AMD64"):
+        claimed = cpu_vec_isa.x86_isa_checker()
+        # the ISAs valid_vec_isa_list asks about: those whose every feature the CPU claims
+        isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list
+                if all(feature in claimed for feature in str(isa).split())]
+        if isas:
+            # Each ISA's probes build on each other (AMX asks AVX-512 VNNI, which asks AVX-512)
+            # and each ISA object is probed by one thread only; g++ and the loading child run
+            # outside the GIL. The pool's threads end before this returns (a template forks later).
+            with ThreadPoolExecutor(max_workers=len(isas), thread_name_prefix="irscope-isa-probe") as pool:
+                list(pool.map(bool, isas))
+    cpu_vec_isa.pick_vec_isa()  # what Inductor's first compile asks, answered from the probes above
+    return dict(isas_found() or {}, seconds=round(time.perf_counter() - started, 3))
+
+
+def isas_found() -> dict[str, object] | None:
+    """The vector ISAs Inductor's probes found valid in this process and the one its CPU code
+    generation picks (None when nothing asked Inductor yet: a job that compiled no C++)."""
+    from torch._inductor import cpu_vec_isa
+    if not cpu_vec_isa.valid_vec_isa_list.cache_info().currsize:
+        return None
+    return {"picked": str(cpu_vec_isa.pick_vec_isa()), "valid": [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]}
