@@ -11,8 +11,8 @@ all measured in ONE run on this machine.
 2. The first job after a start: `irscope serve` on a fresh data directory (a new install: the
    toolchain warm-up has not run), and the job submitted the moment the server answers; then the
    server restarted on that directory (the toolchain cache is there), a job submitted at once again.
-   The fresh install's job builds what the CLI's own first run builds (ISA probes, the
-   precompiled header), so it is also given against that run.
+   The fresh install's job waits for the warm-up that builds what the CLI's own first run builds
+   (ISA probes, the precompiled header), so it is also given against that run.
 3. Back to back: N new jobs, each submitted the moment the one before ended (no waiting for a
    spare), as a user editing and pressing Compile again does.
 4. A class at once: `--class-size` jobs submitted at the same moment from as many threads, each a

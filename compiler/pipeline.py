@@ -143,14 +143,21 @@ class Pipeline:
         return self.warmup_source is not None
 
     def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
-                      job_arrived: Callable[[], bool] = lambda: False) -> None:
+                      job_arrived: Callable[[], bool] = lambda: False, export_toolchain_cache: str = "") -> None:
         """A spare worker of `kind` (one `spare_kind` names), before any job exists (environment()
         already set): get the process ready. Here: import `prewarm_modules`. A pipeline may do more
         (a warm-up compile of its own code) provided nothing of it can reach the job the process
         is later handed, and should skip what is left of it once `job_arrived()` (the job is then
-        waiting for it: a warm-up only pays for itself before one exists)."""
+        waiting for it: a warm-up only pays for itself before one exists). With
+        `export_toolchain_cache` (a template of a fresh install, `builds_toolchain_in_template`),
+        the warm-up is the trusted toolchain warm-up: it is never cut short and exports there what
+        the warm-up job would have."""
         for module in self.prewarm_modules:
             importlib.import_module(module)
+
+    # A spare template of this pipeline's first kind can build the toolchain cache in its own
+    # warm-up (prepare_spare's export_toolchain_cache) instead of a warm-up job before it.
+    builds_toolchain_in_template = False
 
     def finish_spare(self, workdir: str, toolchain_cache: str) -> None:
         """For a spare template whose warm-up a job cut short (prepare_spare's `job_arrived`):

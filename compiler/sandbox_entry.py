@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from compiler import registry, spare_template
@@ -57,7 +57,7 @@ def environment_settings(environ: Mapping[str, str]) -> ProcessSettings:
 
 
 def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str,
-            job_arrived: Callable[[], bool]) -> None:
+            job_arrived: Callable[[], bool], export_toolchain_cache: str = "") -> None:
     """A spare worker (`spare_for`: its language, or `<language>@<kind>`): set the pipeline's
     environment and let the pipeline get the process ready (import its compiler, maybe a warm-up
     compile of its own code) before any job exists, so the job it is later handed does not wait for
@@ -66,7 +66,8 @@ def prewarm(spare_for: str, scratch: str, toolchain_cache: str, job_dir: str,
     language, _, kind = spare_for.partition("@")
     pipeline = registry.get(language)
     os.environ.update(pipeline.environment(Request(language, "", {}), scratch))
-    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind, job_arrived=job_arrived))
+    _without_output(lambda: pipeline.prepare_spare(scratch, toolchain_cache, kind, job_arrived=job_arrived,
+                                                   export_toolchain_cache=export_toolchain_cache))
     with open(os.path.join(job_dir, SPARE_READY), "w", encoding="utf-8"):
         pass
 
@@ -109,13 +110,16 @@ def main(argv: list[str]) -> int:
     scratch = process.workdir or tempfile.mkdtemp(prefix="irscope-")
     os.makedirs(scratch, exist_ok=True)
     if process.spare_for and process.template:
-        prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir, spare_template.job_waiting)
+        # (a template of a fresh install builds and exports the toolchain cache in its warm-up)
+        prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir, spare_template.job_waiting,
+                process.export_toolchain_cache)
         pipeline = registry.get(process.spare_for.partition("@")[0])
         carried = pipeline.template_carried_dirs()
         finish = lambda: _without_output(lambda: pipeline.finish_spare(scratch, process.toolchain_cache))  # noqa: E731
         if not spare_template.serve(job_dir, carried, after_first_fork=finish):
             return 0  # the template: every slot served
         job_dir = spare_template.JOB_DIR  # a forked job process, in a sandbox of its own
+        process = replace(process, export_toolchain_cache="")  # the template's task, not its jobs'
         os.makedirs(scratch, exist_ok=True)  # its /tmp is new
     elif process.spare_for:
         job_file = os.path.join(job_dir, JOB_FILE)

@@ -46,10 +46,12 @@ def environment(config: RunnerConfig, language: str, versions: dict[str, str],
                 **extra: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The job process's whole environment (the sandbox clears everything else) and its read-only
     binds: the interpreter's paths and, when one was built, the language's toolchain cache.
-    `extra` are the process's own variables (IRSCOPE_SPARE_FOR, IRSCOPE_EXPORT_TOOLCHAIN_CACHE)."""
+    `extra` are the process's own variables (IRSCOPE_SPARE_FOR, IRSCOPE_EXPORT_TOOLCHAIN_CACHE; an
+    empty one is left out)."""
     venv_bin = os.path.dirname(sys.executable)
     env = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": PROJECT_ROOT, "PYTHONUNBUFFERED": "1",
-           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "USER": "irscope", **extra}
+           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "USER": "irscope",
+           **{name: value for name, value in extra.items() if value}}
     cache = toolchain_cache_dir(config, language, versions)
     if not os.path.isdir(cache):
         return env, []

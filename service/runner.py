@@ -26,7 +26,7 @@ from service import cgroups, job_process, sandbox
 from service import job_dir as job_dirs
 from service.bundle_reader import BundleReader, BundleRuleError
 from service.job_process import PROJECT_ROOT, RunnerConfig
-from service.spares import Spares, spare_key
+from service.spares import Spares, SparesClosed, spare_key
 from service.store import Job, Store
 from service.toolchain import toolchain
 from service.toolchain_cache import warm_toolchain
@@ -87,7 +87,7 @@ class LocalRunner:
             # every language's first kind of spare first (they warm up one at a time, in this order)
             for language in languages:
                 if warm:
-                    _logged(self.warm_ups.build, language)
+                    _logged(self.warm_ups.build, language, self.spares)
                 _logged(self.spares.fill, spare_key(language, registry.get(language).spare_kinds[0]))
             for language in languages:
                 for kind in registry.get(language).spare_kinds[1:]:
@@ -136,11 +136,20 @@ class WarmUps:
                         job_process.toolchain_cache_dir(self.config, language, toolchain(language))):
                     self._running[language] = now
 
-    def build(self, language: str) -> None:
+    def build(self, language: str, spares: Spares | None = None) -> None:
+        """Build `language`'s toolchain cache: in its first spare template's warm-up where the
+        pipeline and `spares` allow (the jobs waiting for it then fork from that template, warm),
+        else in a warm-up job."""
         started = time.monotonic()
+        pipeline = registry.get(language)
+        key = spare_key(language, pipeline.spare_kinds[0])
+        in_template = (lambda: spares.build_toolchain(key)) if spares is not None and \
+            pipeline.builds_toolchain_in_template and spares.uses_templates(key) else None
         try:
-            if warm_toolchain(self.config, language, toolchain(language)):
+            if warm_toolchain(self.config, language, toolchain(language), in_template):
                 _write_duration(self.config, language, time.monotonic() - started)
+        except SparesClosed:  # the runner shut down while the template warmed up
+            pass
         finally:
             with self._lock:
                 self._running.pop(language, None)

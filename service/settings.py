@@ -87,10 +87,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
                                    "from the store instead of compiling again. This tells a client whether "
                                    "anyone compiled exactly this source before (docs/security.md)."),
-    Setting("warm_toolchain_cache", True, "At start-up, run each pipeline's own warm-up job (never user code) "
-                                          "to build the toolchain cache later jobs are seeded with (Inductor's "
-                                          "CPU ISA probes and the precompiled header of its kernels' prelude), "
-                                          "kept per toolchain version and host (CPU flags, C++ compiler)."),
+    Setting("warm_toolchain_cache", True, "At start-up, build the toolchain cache later jobs are seeded with "
+                                          "(Inductor's CPU ISA probes and the precompiled header of its kernels' "
+                                          "prelude) in a trusted warm-up (never user code): the first spare "
+                                          "template's where there is one (the jobs that waited for it fork from "
+                                          "it), else a warm-up job of the pipeline's own source; kept per "
+                                          "toolchain version and host (CPU flags, C++ compiler)."),
     Setting("spare_workers", 2, "Sandboxed job processes kept started per language, each waiting for exactly one "
                                 "job with its compiler imported and warmed up on irscope's own code (PyTorch: a "
                                 "compile, then a reset; nothing of it reaches the job; as many again for jobs on "

@@ -38,7 +38,9 @@ JOB_CPU_WEIGHT = 100
 class Template:
     """One template process and its slots (each used for one job at most)."""
 
-    def __init__(self, config: RunnerConfig, key: str, language: str):
+    def __init__(self, config: RunnerConfig, key: str, language: str, export: str = ""):
+        """`export`: the directory, inside the control directory, where this template's warm-up
+        exports the toolchain cache it builds (service/toolchain_cache.py); "" for none."""
         self.config = config
         name = uuid.uuid4().hex[:12]
         jobs = os.path.join(config.data_dir, "jobs")
@@ -52,7 +54,8 @@ class Template:
             job_dirs.prepare(slot, config.user, config.job_disk_bytes)
             self.slot_dirs.append(slot)
         env, binds = job_process.environment(config, language, toolchain(language), IRSCOPE_SPARE_FOR=key,
-                                             IRSCOPE_SPARE_TEMPLATE="1")
+                                             IRSCOPE_SPARE_TEMPLATE="1",
+                                             IRSCOPE_EXPORT_TOOLCHAIN_CACHE="/job/" + export if export else "")
         spec = job_process.spec(config, self.control_dir, env, binds)
         spec.slots = list(self.slot_dirs)
         self.proc = sandbox.Sandboxed(spec, config.job, clock=False)  # no wall clock: it waits for jobs

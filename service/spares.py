@@ -10,7 +10,8 @@ memory is read from its cgroup, and reported with the job it serves).
 Where the pipeline allows it (PyTorch) and jobs are sandboxed, a spare is one slot of a spare
 template (service/spare_templates.py): one warmed-up process forks each job's process, so a taken
 spare costs a fork, not a warm-up; the next template starts when fewer than `spare_workers` slots
-are left.
+are left. On a fresh install, the language's first template is the trusted toolchain warm-up
+(`build_toolchain`, service/toolchain_cache.py): the jobs that waited for the cache fork from it.
 
 Spares are filed by key: the language, or `<language>@<kind>` for a pipeline's other kinds of spare
 (`pytorch@cuda:sm_90`: one that installed a virtual H100 before its warm-up; Pipeline.spare_kinds).
@@ -33,6 +34,11 @@ from service import job_process, sandbox
 from service.job_process import RunnerConfig
 from service.spare_templates import JOB_CPU_WEIGHT, SPARE_CPU_WEIGHT, ForkedJob, Template
 from service.toolchain import toolchain
+from service.toolchain_cache import EXPORT_DIR
+
+
+class SparesClosed(Exception):
+    """The spares were shut down."""
 
 
 def spare_key(language: str, kind: str) -> str:
@@ -208,11 +214,45 @@ class Spares:
         _holder(spares[0]).cgroup.set_cpu_weight(SPARE_CPU_WEIGHT)
         return spares
 
-    def _start_process(self, key: str) -> list[Spare]:
+    def uses_templates(self, key: str) -> bool:
+        """Whether spares of `key` are slots of spare templates."""
         language, _, kind = key.partition("@")
-        templates = self.config.spare_template_slots > 0 and self.config.use_bwrap
-        if templates and kind in registry.get(language).template_kinds:
-            template = Template(self.config, key, language)
+        pipeline = registry.get(language)
+        return (self.config.spare_workers > 0 and self.config.spare_template_slots > 0 and self.config.use_bwrap
+                and bool(pipeline.prewarm_modules) and kind in pipeline.template_kinds)
+
+    def build_toolchain(self, key: str) -> str | None:
+        """Start `key`'s first template as the trusted toolchain warm-up of a fresh install (its
+        warm-up builds and exports the cache: Pipeline.builds_toolchain_in_template), at a job's CPU
+        weight (jobs wait for it), and wait until it is ready. The directory it exported to, or None
+        when it could not start or died first. Its slots are then this key's first spares.
+        SparesClosed when the spares were shut down meanwhile (nothing is to be built then)."""
+        try:
+            template = self._starter.submit(self._start_builder, key).result()
+        except RuntimeError:  # the starter was shut down
+            raise SparesClosed() from None
+        if template is None:
+            raise SparesClosed()
+        while template.proc.alive() and not template.ready and not self._closed:
+            time.sleep(0.1)
+        if self._closed:
+            raise SparesClosed()
+        return os.path.join(template.control_dir, EXPORT_DIR) if template.ready else None
+
+    def _start_builder(self, key: str) -> Template | None:
+        with self._lock:
+            if self._closed:
+                return None
+            if key not in self._order:
+                self._order.append(key)
+            spares = self._start_process(key, export=EXPORT_DIR)
+            self._spares[key] = self._alive(key) + spares
+            return spares[0].template
+
+    def _start_process(self, key: str, export: str = "") -> list[Spare]:
+        language = key_language(key)
+        if self.uses_templates(key):
+            template = Template(self.config, key, language, export)
             self._templates.append(template)
             return [Spare(job.job_dir, job, template.started, template) for job in template.jobs()]
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])

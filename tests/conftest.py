@@ -95,11 +95,12 @@ class FirstJob:
 @pytest.fixture(scope="session")
 def first_job_after_start(tmp_path_factory) -> tuple[str, FirstJob]:
     """Inductor's CPU ISA probes and precompiled header, built once per session by the real warm-up
-    job in the real sandbox, as a server builds them at start-up (service/toolchain_cache.py):
-    an app starts on a fresh data directory and a job is submitted at once, as a user pressing
-    Compile on a just-started server does. Returns the cache's directory and that first job."""
+    in the real sandbox, as a server with its default spares builds them at start-up (the first
+    spare template's warm-up: service/toolchain_cache.py): an app starts on a fresh data directory
+    and a job is submitted at once, as a user pressing Compile on a just-started server does.
+    Returns the cache's directory and that first job."""
     data = tmp_path_factory.mktemp("toolchain-warmup")
-    app = make_app(data, languages="pytorch", warm_toolchain_cache=True, workers=1)
+    app = make_app(data, languages="pytorch", warm_toolchain_cache=True, workers=1, spare_workers=1)
     client = app.test_client()
     response = client.post("/api/compile", json={"language": "pytorch", "source": FIRST_JOB})
     assert response.status_code == 202, response.get_json()

@@ -676,16 +676,51 @@ def test_a_gpu_target_job_takes_the_virtual_device_the_warm_up_built(tmp_path, p
 
 def test_the_first_job_after_a_start_waits_for_the_warm_up_and_says_so(first_job_after_start):
     """Submitted the moment a server started on a fresh data directory, the job did not build the
-    toolchain beside the warm-up: its page said it was warming up, it waited, then ran seeded
-    with the cache the warm-up built (its ISA probes came from it, no header was built in it)."""
-    _, first = first_job_after_start
+    toolchain beside the warm-up: its page said it was warming up, it waited, then was forked from
+    the spare template whose warm-up built the cache (so it probed nothing and built no header),
+    and it did not export a cache itself (the template's task, not its jobs')."""
+    cache, first = first_job_after_start
     job = first.job
     assert job["status"] == "done", job["error"]
     assert any(p.startswith("warming up: irscope's own compile is building the toolchain cache") for p in
                first.progress), first.progress
     assert job["timings"]["job"]["waited_for_toolchain_warm_up_s"] > 0
+    assert job["timings"]["job"]["spare"]["forked_from_template"] and job["timings"]["job"]["worker_was_ready"]
     compile_t = job["timings"]["compile"]
-    assert compile_t["isa_probes_from_toolchain_cache"] > 0 and compile_t["precompiled_headers_built_in_job"] == []
+    assert compile_t["isa_probes_built_in_job"] == [] and compile_t["precompiled_headers_built_in_job"] == []
+    assert "isa_probes_in_parallel" not in compile_t
+    exported = compile_t["worker_warm_up"]["toolchain_cache_exported"]
+    assert exported == {"isa_probes": len(os.listdir(os.path.join(cache, "isa_probes"))),
+                        "precompiled_headers": 1}, exported
+
+
+def test_without_a_template_a_warm_up_job_builds_the_same_toolchain_cache(tmp_path, pytorch_toolchain_cache, caplog):
+    """Where no spare template built the toolchain cache (none is used, or it died before it was
+    ready: `in_template` returns None), a warm-up job of the pipeline's own warm-up source builds
+    it: the same probe libraries and the same precompiled header (both named by hashes of what was
+    built and how) as the session's cache, which a template's warm-up built, and the same virtual
+    CUDA device library."""
+    from service.toolchain import toolchain
+    from service.toolchain_cache import warm_toolchain
+    app = make_app(tmp_path, languages="pytorch", workers=1)  # nothing started in the background
+    runner = app.extensions["irscope"].runner
+    asked = []
+
+    def template_died() -> None:
+        asked.append("template")
+        return None
+    try:
+        assert warm_toolchain(runner.config, "pytorch", toolchain("pytorch"), in_template=template_died)
+    finally:
+        runner.shutdown()
+    assert asked == ["template"] and "did not build the toolchain cache: running the warm-up job" in caplog.text
+    from service import job_process
+    cache = job_process.toolchain_cache_dir(runner.config, "pytorch", toolchain("pytorch"))
+    for name in ("isa_probes", "precompiled_headers", "virtual_cuda"):
+        assert sorted(os.listdir(os.path.join(cache, name))) == \
+            sorted(os.listdir(os.path.join(pytorch_toolchain_cache, name))), name
+    assert toolchain_cache.probe_libraries(os.path.join(cache, "isa_probes")) == \
+        toolchain_cache.probe_libraries(os.path.join(pytorch_toolchain_cache, "isa_probes")) != []
 
 
 def test_toolchain_cache_seeds_probes_and_the_precompiled_header_without_changing_what_is_compiled(

@@ -91,6 +91,9 @@ class PyTorchPipeline(Pipeline):
     # All fork their jobs from a template (the virtual GPU's warm-up runs no autograd: see
     # spare_warmup._compile_once).
     template_kinds = ("",) + tuple(name for name, target in TARGETS.items() if target.is_cuda)
+    # On a fresh install the host template's warm-up builds the toolchain cache (its probes, its
+    # header and the virtual CUDA device's library), and the jobs that waited for it fork warm.
+    builds_toolchain_in_template = True
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",
@@ -157,8 +160,9 @@ class PyTorchPipeline(Pipeline):
         return request.options.get("target", "host") == "host"
 
     def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
-                      job_arrived: Callable[[], bool] = lambda: False) -> None:
-        spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None, job_arrived=job_arrived)
+                      job_arrived: Callable[[], bool] = lambda: False, export_toolchain_cache: str = "") -> None:
+        spare_warmup.warm(workdir, toolchain_cache, gpu_target=kind or None, job_arrived=job_arrived,
+                          export=export_toolchain_cache)
 
     def finish_spare(self, workdir: str, toolchain_cache: str) -> None:
         if spare_warmup.cut_short():

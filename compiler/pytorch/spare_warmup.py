@@ -62,13 +62,21 @@ def cut_short() -> bool:
 
 
 def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
-         job_arrived: Callable[[], bool] = lambda: False) -> None:
+         job_arrived: Callable[[], bool] = lambda: False, export: str = "") -> None:
     """Import PyTorch's compiler and compile irscope's own model once (on the virtual `gpu_target`
     when given), then reset (module doc). A job that arrived while torch was imported is not kept
-    waiting for the warm-up compile: the process is then as a cold worker is after its import."""
+    waiting for the warm-up compile: the process is then as a cold worker is after its import.
+    With `export` (the host template of a fresh install: no toolchain cache yet), this warm-up is
+    the trusted toolchain warm-up: the jobs that arrive wait for it (the runner holds them), and
+    it exports to `export` what the warm-up job would have (toolchain_cache.export_probes and
+    export_headers, the virtual CUDA device's library)."""
     global _report, _cut_short
     started = time.perf_counter()
     runtime = None
+    shim = None
+    if export and not gpu_target:  # g++ builds the virtual device's C++ half beside the import
+        from compiler.targets import virtual_gpu
+        shim = virtual_gpu.RuntimeBuild(os.path.join(export, virtual_gpu.RUNTIME_CACHE_DIR))
     if gpu_target:  # the virtual device's C++ half: from the toolchain cache, or built beside the import
         from compiler.targets import virtual_gpu
         runtime = virtual_gpu.runtime_for_job(toolchain, workdir)
@@ -89,8 +97,8 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
                            "job's GPU is real and no warm-up touched it)"}
         return
     if device is None:  # the host's C++ kernels: Inductor's CPU probes, before any job can arrive
-        probes = _probe_isas(workdir, toolchain)
-    if job_arrived():
+        probes = _probe_isas(workdir, toolchain, export)
+    if shim is None and job_arrived():
         _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
                    "what": "a spare worker was importing torch when this job arrived: it went on with the job "
                            "at once instead of its warm-up compile"
@@ -101,21 +109,32 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
             _report["isa_probes"] = probes
         _cut_short = True
         return
-    warm_up_compile(workdir, toolchain, imported - started)
-    if probes and _report is not None:
-        _report["isa_probes"] = probes
+    warm_up_compile(workdir, toolchain, imported - started, export=export if shim is not None else "")
+    if _report is not None:
+        if probes:
+            _report["isa_probes"] = probes
+        if shim is not None:
+            shim.wait()
+            _report["toolchain_cache_exported"] = toolchain_cache.exported(export)
+            _report["what"] = ("a spare template imported torch and compiled irscope's own model as the trusted "
+                               "toolchain warm-up of a fresh install (the job waited for it), exported the toolchain "
+                               "cache, then reset Dynamo, Inductor's caches, counters and the trace")
 
 
-def _probe_isas(workdir: str, toolchain: str) -> dict[str, Any]:
+def _probe_isas(workdir: str, toolchain: str, export: str = "") -> dict[str, Any]:
     """Inductor's CPU probes (toolchain_cache.probe_isas), loaded from the toolchain cache's copies
-    in the warm-up's own scratch Inductor cache, as its warm-up compile would load them. What the
-    probes found stays in Inductor's in-process caches; their files go with the scratch."""
+    in the warm-up's own scratch Inductor cache, as its warm-up compile would load them (with
+    `export`: built there, and exported). What the probes found stays in Inductor's in-process
+    caches; their files go with the scratch."""
     before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     scratch = os.path.join(workdir, "spare-warm-up")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")
     try:
         toolchain_cache.import_probes(toolchain, os.environ["TORCHINDUCTOR_CACHE_DIR"])
-        return toolchain_cache.probe_isas()
+        found = toolchain_cache.probe_isas()
+        if export:
+            toolchain_cache.export_probes(os.environ["TORCHINDUCTOR_CACHE_DIR"], export)
+        return found
     finally:
         if before is None:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
@@ -124,11 +143,11 @@ def _probe_isas(workdir: str, toolchain: str) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def warm_up_compile(workdir: str, toolchain: str, import_s: float | None = None) -> None:
+def warm_up_compile(workdir: str, toolchain: str, import_s: float | None = None, export: str = "") -> None:
     """The warm-up compile and the reset (module doc), in a process that imported torch (and
     installed its virtual device) already: the second half of `warm`, and what a spare template
     whose first job arrived during its import does after forking that job, so that the jobs it
-    forks later find it warm."""
+    forks later find it warm. With `export`, the precompiled headers it built are exported."""
     global _report, _cut_short
     _cut_short = False
     if import_s is None:  # the import was the cut-short warm-up's
@@ -155,6 +174,8 @@ def warm_up_compile(workdir: str, toolchain: str, import_s: float | None = None)
                 inductor_config.patch({"trace.provenance_tracking_level": 1}):
             artifact_logs.install(torch)  # the job installs its own collector; this one is dropped
             _compile_once(torch, on_virtual_gpu=device is not None)
+        if export:
+            toolchain_cache.export_headers(torch._inductor.codecache._HEADER_DIR, export)
     finally:
         compiled = time.perf_counter()
         torch._dynamo.reset()

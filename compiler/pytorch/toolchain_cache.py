@@ -77,17 +77,32 @@ def _header_files(directory: str) -> list[str]:
 
 def export(cache_dir: str, header_dir: str, dest: str) -> dict[str, int]:
     """Copy the ISA-probe entries of an Inductor cache and every precompiled header to `dest`."""
+    export_probes(cache_dir, dest)
+    export_headers(header_dir, dest)
+    return exported(dest)
+
+
+def export_probes(cache_dir: str, dest: str) -> None:
+    """Copy the ISA-probe entries of an Inductor cache to `dest`."""
     probes = os.path.join(dest, PROBES)
     os.makedirs(probes, exist_ok=True)
-    entries = probe_entries(cache_dir)
-    for name in entries:
+    for name in probe_entries(cache_dir):
         shutil.copytree(os.path.join(cache_dir, name), os.path.join(probes, name),
                         ignore=shutil.ignore_patterns("*.lock"))
+
+
+def export_headers(header_dir: str, dest: str) -> None:
+    """Copy every precompiled header (and the header beside it) of a header directory to `dest`."""
     headers = os.path.join(dest, HEADERS)
     os.makedirs(headers, exist_ok=True)
     for name in _header_files(header_dir):
         shutil.copyfile(os.path.join(header_dir, name), os.path.join(headers, name))
-    return {"isa_probes": len(entries), "precompiled_headers": sum(n.endswith(".gch") for n in _header_files(headers))}
+
+
+def exported(dest: str) -> dict[str, int]:
+    """What an exported cache holds: its probe entries and precompiled headers."""
+    return {"isa_probes": len(probe_entries(os.path.join(dest, PROBES))),
+            "precompiled_headers": sum(n.endswith(".gch") for n in _header_files(os.path.join(dest, HEADERS)))}
 
 
 def probe_entries(cache_dir: str) -> list[str]:
