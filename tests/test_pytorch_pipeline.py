@@ -598,14 +598,18 @@ def _is_probe(directory: str) -> bool:
 def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(tmp_path):
     """A warm-up compile pays for itself only before a job exists: a spare that finds its job waiting
     once torch is imported goes on with it as a cold worker would after its import, compiling
-    nothing of its own (no counter moved, no trace written). A spare template finishes that
-    warm-up after forking the job, with the same reset as any warm-up."""
-    code = ("import json, sys; sys.path.insert(0, %r)\n"
+    nothing of its own (no counter moved, no trace written, no compile time recorded: its CPU
+    probes, built here for want of a toolchain cache, are forgotten but what they found). A spare
+    template finishes that warm-up after forking the job, with the same reset as any warm-up."""
+    code = ("import json, os, sys; sys.path.insert(0, %r)\n"
             "from compiler.pytorch import spare_warmup\n"
             "spare_warmup.warm(%r, '', job_arrived=lambda: True)\n"
-            "import torch._dynamo.output_graph as g, itertools\n"
+            "import torch._dynamo.output_graph as g, itertools, torch\n"
+            "trace = os.environ['TORCH_TRACE']\n"
             "result = {'report': spare_warmup.report(), 'cut_short': spare_warmup.cut_short(),\n"
-            "          'next_compile_id': next(g._compile_id_counter)}\n"
+            "          'next_compile_id': next(g._compile_id_counter),\n"
+            "          'trace_files': os.listdir(trace) if os.path.isdir(trace) else [],\n"
+            "          'times': dict(torch._dynamo.utils.compilation_time_metrics)}\n"
             "spare_warmup.warm_up_compile(%r, '')\n"  # a template finishing it after forking its job
             "result.update(finished=spare_warmup.report(), still_cut_short=spare_warmup.cut_short(),\n"
             "              compile_id_after=next(g._compile_id_counter))\n"
@@ -619,6 +623,8 @@ def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(t
     assert report["warm_up_compile_s"] == 0.0 and report["import_s"] > 0 and report["counters_rewound"] == []
     assert "went on with the job at once instead of its warm-up compile" in report["what"]
     assert result["next_compile_id"] == 0 and result["cut_short"]  # nothing was compiled
+    assert result["trace_files"] == [] and result["times"] == {}
+    assert report["isa_probes"]["picked"] and report["isa_probes"]["seconds"] > 0
     # finished later (a spare template, after forking that job): compiled, then rewound as a spare's
     finished = result["finished"]
     assert finished["warm_up_compile_s"] > 0 and finished["counters_rewound"] and not result["still_cut_short"]

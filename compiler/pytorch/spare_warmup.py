@@ -42,6 +42,7 @@ import shutil
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from compiler.pytorch import artifact_logs, toolchain_cache
@@ -97,7 +98,17 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
                            "job's GPU is real and no warm-up touched it)"}
         return
     if device is None:  # the host's C++ kernels: Inductor's CPU probes, before any job can arrive
-        probes = _probe_isas(workdir, toolchain, export)
+        # While the probes' children run, this thread computes Triton's key (a hash of its files,
+        # cached: Inductor's cache keys take it from the toolchain), as the warm-up compile would.
+        # Not through CacheBase.get_system: its timed event would open the structured trace here.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-probes") as pool:
+            probing = pool.submit(_probe_isas, workdir, toolchain, export)
+            torch._inductor.codecache.triton_key()
+            probes = probing.result()
+        # Probes built here (no toolchain cache) were timed as compile_file events, which opened
+        # the structured trace: forgotten, as the warm-up compile's are, before any job can fork.
+        torch._dynamo.utils.compilation_time_metrics.clear()
+        _restart_trace(torch)
     if shim is None and job_arrived():
         _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
                    "what": "a spare worker was importing torch when this job arrived: it went on with the job "
