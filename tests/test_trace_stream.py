@@ -90,10 +90,10 @@ def test_groups_appear_in_compiler_order_and_finish_adds_the_whole_trace_stages(
 def test_progress_names_the_phase_pytorch_starts(entries):
     phases = [p for p in (phase_of(e) for e in entries) if p]
     assert phases[:2] == ["Dynamo: compiling frame 0/0", "Dynamo: tracing the bytecode of frame 0/0"]
-    assert "Inductor: compiling the kernels (C++ compiler) [0/0_1]" in phases
+    assert "Inductor: loading the output code, compiling its kernels [0/0_1]" in phases
     assert phases.index("AOTAutograd: tracing the joint graph [1/0]") < \
         phases.index("Inductor: lowering to Inductor IR [1/0]") < \
-        phases.index("Inductor: compiling the kernels (C++ compiler) [1/0]")
+        phases.index("Inductor: loading the output code, compiling its kernels [1/0]")
     assert phase_of(next(e for e in entries if e.name == "dynamo_output_graph")) is None
 
 

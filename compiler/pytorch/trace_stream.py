@@ -38,7 +38,8 @@ PHASE_NAMES = {
     "GraphLowering.run": "Inductor: lowering to Inductor IR [{cid}]",
     "Scheduler.__init__": "Inductor: scheduling and fusing [{cid}]",
     "GraphLowering.codegen": "Inductor: generating code [{cid}]",
-    "PyCodeCache.load_by_key_path": "Inductor: compiling the kernels (C++ compiler) [{cid}]",
+    # loading the output code compiles its kernels: C++ (compile_file, below) or Triton's
+    "PyCodeCache.load_by_key_path": "Inductor: loading the output code, compiling its kernels [{cid}]",
     "compile_file": "Inductor: compiling the kernels (C++ compiler) [{cid}]",
     "async_compile.wait": "Inductor: waiting for the kernel compiles [{cid}]",
 }
