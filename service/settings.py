@@ -100,13 +100,14 @@ SETTINGS: tuple[Setting, ...] = (
                                 "one is replaced at once, so back-to-back jobs find one ready. One spare of any "
                                 "language warms up at a time, the languages in the order of `languages` (0: start "
                                 "every job's process on demand)."),
-    Setting("spare_template_slots", 32, "With bubblewrap, a language whose pipeline allows it (PyTorch) keeps spare "
-                                        "templates instead of spares: one sandboxed process, warmed up as a spare "
-                                        "is, that forks a fresh job process for each of this many jobs, each of "
-                                        "which makes a sandbox of its own before its job runs (namespaces, mounts, "
-                                        "cgroup, rlimits, seccomp); a job then costs a fork, not a warm-up. "
-                                        "`spare_workers` then counts the slots left; the next template starts "
-                                        "when fewer are. 0: spares are processes started one per job."),
+    Setting("spare_template_slots", 32, "With bubblewrap, on a machine without a GPU device node (a GPU driver does "
+                                        "not survive a fork once a warm-up initialised it), a language whose pipeline "
+                                        "allows it (PyTorch) keeps spare templates instead of spares: one sandboxed "
+                                        "process, warmed up as a spare is, that forks a fresh job process for each of "
+                                        "this many jobs, each of which makes a sandbox of its own before its job runs "
+                                        "(namespaces, mounts, cgroup, rlimits, seccomp); a job then costs a fork, not "
+                                        "a warm-up. `spare_workers` then counts the slots left; the next template "
+                                        "starts when fewer are. 0: spares are processes started one per job."),
     Setting("spare_memory_mb", 4096, "The most resident memory all spares together may hold, in MiB (each one's is "
                                      "read from its cgroup; no more spares start past it). 0: no bound."),
     _job("measure_s", "Seconds a job spends timing each of eager and compiled calls (after a few warm-up "

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from compiler import registry
+from compiler.targets import host_devices
 from service import job_dir as job_dirs
 from service import job_process, sandbox
 from service.job_process import RunnerConfig
@@ -215,11 +216,15 @@ class Spares:
         return spares
 
     def uses_templates(self, key: str) -> bool:
-        """Whether spares of `key` are slots of spare templates."""
+        """Whether spares of `key` are slots of spare templates. Not on a machine with a GPU device
+        node: a GPU driver does not survive a fork once initialised, and a warm-up initialises it
+        (Inductor's cache key asks the current CUDA device: CacheBase.get_system), so there each
+        spare is a process of its own."""
         language, _, kind = key.partition("@")
         pipeline = registry.get(language)
         return (self.config.spare_workers > 0 and self.config.spare_template_slots > 0 and self.config.use_bwrap
-                and bool(pipeline.prewarm_modules) and kind in pipeline.template_kinds)
+                and bool(pipeline.prewarm_modules) and kind in pipeline.template_kinds
+                and not host_devices.has_gpu_nodes())
 
     def build_toolchain(self, key: str) -> str | None:
         """Start `key`'s first template as the trusted toolchain warm-up of a fresh install (its

@@ -830,6 +830,25 @@ def test_behind_a_trusted_proxy_the_client_is_the_one_it_saw(tmp_path):
             app.extensions["irscope"].runner.shutdown()
 
 
+def test_no_spare_template_where_a_gpu_device_node_exists(tmp_path, monkeypatch):
+    """A GPU driver a template's warm-up initialised would not survive the fork (Inductor's cache
+    key asks the current CUDA device), so where a GPU device node exists PyTorch's spares are
+    processes of their own, for the host and for every GPU target; here (no node) they fork."""
+    from compiler.targets import host_devices
+    from service.job_process import RunnerConfig
+    from service.spares import Spares
+    config = RunnerConfig(data_dir=str(tmp_path), workers=1, use_bwrap=True, spare_workers=2, spare_template_slots=4)
+    spares = Spares(config)
+    try:
+        assert not host_devices.has_gpu_nodes() and spares.uses_templates("pytorch")
+        assert spares.uses_templates("pytorch@cuda:sm_90")
+        monkeypatch.setattr(host_devices.glob, "glob", lambda pattern: ["/dev/nvidia0"])
+        assert host_devices.has_gpu_nodes()
+        assert not spares.uses_templates("pytorch") and not spares.uses_templates("pytorch@cuda:sm_90")
+    finally:
+        spares.shutdown()
+
+
 @needs_bwrap
 def test_a_job_forked_from_a_spare_template_is_held_by_the_jobs_limits(tmp_path):
     """A spare template's job process is not started by the runner but forked in the sandbox: the

@@ -58,15 +58,15 @@ def probe() -> dict[str, Any]:
     return {"cpu": _cpu(), "gpus": gpus, "gpu_error": error}
 
 
-def _no_gpu_nodes() -> bool:
-    """No NVIDIA or AMD GPU device node: no driver could show PyTorch a GPU here."""
-    return not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd")
+def has_gpu_nodes() -> bool:
+    """An NVIDIA or AMD GPU device node exists (without one, no driver could show PyTorch a GPU)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd")
 
 
 def detect(timeout_s: float = 120) -> dict[str, Any]:
     """The machine's devices, probed in a child process (not started where no GPU device node
     exists: importing torch to be told "none" costs seconds)."""
-    if _no_gpu_nodes():
+    if not has_gpu_nodes():
         return {"cpu": _cpu(), "gpus": [], "gpu_error": None}
     done = subprocess.run([sys.executable, "-m", "compiler.targets.host_devices"], capture_output=True, text=True,
                           timeout=timeout_s)
