@@ -201,7 +201,7 @@ class PyTorchPipeline(Pipeline):
         header_dir = torch._inductor.codecache._HEADER_DIR
         headers = toolchain_cache.link_headers(ctx.toolchain_cache, header_dir)
         # the trusted warm-up job: the CPU probes, in parallel (a job meets them at its first compile)
-        isa_probes = toolchain_cache.probe_isas() if ctx.export_toolchain_cache else None
+        isa_probes = toolchain_cache.probe_isas(built=probes > 0) if ctx.export_toolchain_cache else None
         # Provenance tracking links each kernel to the user's lines; it only adds
         # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
         inductor_config.trace.provenance_tracking_level = 1

@@ -74,8 +74,8 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
     global _report, _cut_short
     started = time.perf_counter()
     runtime = None
-    shim = None
-    if export and not gpu_target:  # g++ builds the virtual device's C++ half beside the import
+    exporting = bool(export) and not gpu_target  # the host template of a fresh install
+    if exporting:  # g++ builds the virtual device's C++ half beside the import
         from compiler.targets import virtual_gpu
         shim = virtual_gpu.RuntimeBuild(os.path.join(export, virtual_gpu.RUNTIME_CACHE_DIR))
     if gpu_target:  # the virtual device's C++ half: from the toolchain cache, or built beside the import
@@ -102,14 +102,14 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
         # cached: Inductor's cache keys take it from the toolchain), as the warm-up compile would.
         # Not through CacheBase.get_system: its timed event would open the structured trace here.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-probes") as pool:
-            probing = pool.submit(_probe_isas, workdir, toolchain, export)
+            probing = pool.submit(_probe_isas, workdir, toolchain, export if exporting else "")
             torch._inductor.codecache.triton_key()
             probes = probing.result()
         # Probes built here (no toolchain cache) were timed as compile_file events, which opened
         # the structured trace: forgotten, as the warm-up compile's are, before any job can fork.
         torch._dynamo.utils.compilation_time_metrics.clear()
         _restart_trace(torch)
-    if shim is None and job_arrived():
+    if not exporting and job_arrived():
         _report = {"import_s": round(imported - started, 3), "warm_up_compile_s": 0.0, "counters_rewound": [],
                    "what": "a spare worker was importing torch when this job arrived: it went on with the job "
                            "at once instead of its warm-up compile"
@@ -120,11 +120,11 @@ def warm(workdir: str, toolchain: str, gpu_target: str | None = None,
             _report["isa_probes"] = probes
         _cut_short = True
         return
-    warm_up_compile(workdir, toolchain, imported - started, export=export if shim is not None else "")
+    warm_up_compile(workdir, toolchain, imported - started, export=export if exporting else "")
     if _report is not None:
         if probes:
             _report["isa_probes"] = probes
-        if shim is not None:
+        if exporting:
             shim.wait()
             _report["toolchain_cache_exported"] = toolchain_cache.exported(export)
             _report["what"] = ("a spare template imported torch and compiled irscope's own model as the trusted "
@@ -141,8 +141,8 @@ def _probe_isas(workdir: str, toolchain: str, export: str = "") -> dict[str, Any
     scratch = os.path.join(workdir, "spare-warm-up")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")
     try:
-        toolchain_cache.import_probes(toolchain, os.environ["TORCHINDUCTOR_CACHE_DIR"])
-        found = toolchain_cache.probe_isas()
+        imported = toolchain_cache.import_probes(toolchain, os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        found = toolchain_cache.probe_isas(built=imported > 0)
         if export:
             toolchain_cache.export_probes(os.environ["TORCHINDUCTOR_CACHE_DIR"], export)
         return found

@@ -23,10 +23,11 @@ Layout of an exported cache: `isa_probes/<Inductor cache entry>/...` and
 
 Inductor runs its probes one after another, the first time it needs the ISA: on an AVX-512 host
 11 of them, each a g++ build (about 0.8 s) and a child Python that loads it. `probe_isas` runs the
-same probes (Inductor's own `VecISA.__bool__` of each ISA this CPU claims) with one thread per
-ISA, so that on a fresh host the warm-up builds them about twice as fast on two cores, and a worker
-whose probes are on disk loads them in half the time. The results stay in Inductor's own caches,
-where its first compile finds them.
+same probes (Inductor's own `VecISA.__bool__` of each ISA this CPU claims) on a thread per ISA:
+a worker whose probes are on disk loads them in about half the time (all at once: each is a small
+child Python), and on a fresh host the warm-up builds them as many at once as there are CPUs (each
+g++ holds about 230 MB, and a warm-up has one job's memory). The results stay in Inductor's own
+caches, where its first compile finds them.
 """
 from __future__ import annotations
 
@@ -158,12 +159,13 @@ def headers_built(header_dir: str) -> list[str]:
             if n.endswith(".gch") and not os.path.islink(os.path.join(header_dir, n))]
 
 
-def probe_isas() -> dict[str, object]:
-    """Run Inductor's CPU feature probes now, one thread per vector ISA this CPU claims (module
-    doc), and return what they found and how long it took. Only for irscope's own processes
-    before any user code: the trusted warm-up and a spare before its job (whose warm-up compile
-    would run the same probes one by one); a job whose source sets `cpp.vec_isa_ok` must meet the
-    probes as Inductor does, at its first compile."""
+def probe_isas(built: bool) -> dict[str, object]:
+    """Run Inductor's CPU feature probes now, a thread per vector ISA this CPU claims (module doc;
+    `built`: their libraries are in the Inductor cache already, only loading them is left), and
+    return what they found and how long it took. Only for irscope's own processes before any user
+    code: the trusted warm-up and a spare before its job (whose warm-up compile would run the same
+    probes one by one); a job whose source sets `cpp.vec_isa_ok` must meet the probes as Inductor
+    does, at its first compile."""
     from torch._inductor import cpu_vec_isa
     started = time.perf_counter()
     if platform.machine() in ("x86_64", "AMD64"):
@@ -175,7 +177,8 @@ def probe_isas() -> dict[str, object]:
             # Each ISA's probes build on each other (AMX asks AVX-512 VNNI, which asks AVX-512)
             # and each ISA object is probed by one thread only; g++ and the loading child run
             # outside the GIL. The pool's threads end before this returns (a template forks later).
-            with ThreadPoolExecutor(max_workers=len(isas), thread_name_prefix="irscope-isa-probe") as pool:
+            threads = len(isas) if built else min(len(isas), len(os.sched_getaffinity(0)))
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="irscope-isa-probe") as pool:
                 list(pool.map(bool, isas))
     cpu_vec_isa.pick_vec_isa()  # what Inductor's first compile asks, answered from the probes above
     return dict(isas_found() or {}, seconds=round(time.perf_counter() - started, 3))
