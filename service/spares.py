@@ -15,12 +15,15 @@ are left. On a fresh install, the language's first template is the trusted toolc
 
 Spares are filed by key: the language, or `<language>@<kind>` for a pipeline's other kinds of spare
 (`pytorch@cuda:sm_90`: one that installed a virtual H100 before its warm-up; Pipeline.spare_kinds).
+A key whose spares die before they are ready three times in a row (a warm-up that cannot fit the
+job's limits) gets no more: the report and the log say why.
 The pipeline's `spare_kinds` start with the server; another kind's first spare starts when a job
 of that kind arrives and finds none (`pytorch@cuda:sm_100` after the first B200 job), so the
 user's next job of it finds one.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -36,6 +39,13 @@ from service.job_process import RunnerConfig
 from service.spare_templates import JOB_CPU_WEIGHT, SPARE_CPU_WEIGHT, ForkedJob, Template
 from service.toolchain import toolchain
 from service.toolchain_cache import EXPORT_DIR
+
+log = logging.getLogger(__name__)
+
+
+# Spares of one key that may die before they are ready, one after another, before no more of that
+# key are started: a warm-up that cannot fit the job's limits dies the same way every time.
+FAILED_WARM_UPS_BEFORE_GIVING_UP = 3
 
 
 class SparesClosed(Exception):
@@ -93,6 +103,8 @@ class Spares:
         self._closed = False
         self._memory_seen = 0  # the largest resident memory a ready spare was seen with
         self._order: list[str] = []  # the languages asked for, first asked first: the order spares start in
+        self._failed: dict[str, int] = {}  # key -> its spares that died before they were ready, in a row
+        self._given_up: dict[str, str] = {}  # key -> why no more spares of it are started
         # Every spare is started on this one thread, which lives as long as the spares: bubblewrap's
         # --die-with-parent kills a sandbox when the thread that started it ends.
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-spare-starter")
@@ -125,23 +137,48 @@ class Spares:
                           if spare.proc.alive())
             self._reap_templates()
             started = None
-            if len(alive) < self.config.spare_workers and not warming and self._room_for_one():
+            if len(alive) < self.config.spare_workers and not warming and self._room_for_one() \
+                    and key not in self._given_up:
                 new = self._start(key)
                 alive.extend(new)
                 started = new[0]
         if started is not None:
-            threading.Thread(target=self._fill_when_ready, args=(started,), daemon=True,
+            threading.Thread(target=self._fill_when_ready, args=(key, started), daemon=True,
                              name=f"irscope-spare-ready-{key}").start()
 
-    def _fill_when_ready(self, spare: Spare) -> None:
+    def _fill_when_ready(self, key: str, spare: Spare) -> None:
         """Wait for `spare` to be ready (or gone), then fill every key again, in order: the
-        next spare starts then."""
+        next spare starts then. A key whose spares die before they are ready
+        FAILED_WARM_UPS_BEFORE_GIVING_UP times in a row gets no more (jobs then start their own
+        worker, which meets the same limit with the job's own message), and the log says why."""
         while spare.proc.alive() and not spare.ready and not self._closed:
             time.sleep(0.2)
         with self._lock:
+            if not self._closed:
+                self._count_warm_up(key, spare)
             order = list(self._order)
-        for key in order:
-            self.fill(key)
+        for name in order:
+            self.fill(name)
+
+    def _count_warm_up(self, key: str, spare: Spare) -> None:
+        """(Under the lock.) A template that died before it was ready, or a spare that did before
+        any job took it, is one more failed warm-up of `key`; a ready one ends the count."""
+        if spare.ready:
+            self._failed[key] = 0
+            return
+        if spare.template is None and spare not in self._spares.get(key, []):
+            return  # a job took it while it warmed up: how it ended is the job's
+        self._failed[key] = self._failed.get(key, 0) + 1
+        holder = _holder(spare)
+        try:
+            why = (f"it used more than job_memory_mb ({self.config.job.job_memory_mb} MiB)"
+                   if holder.cgroup.memory_hit() else f"it exited with status {holder.proc.returncode}")
+        except OSError:
+            why = f"it exited with status {holder.proc.returncode}"
+        log.warning("a spare of %s died before it was ready (%s), %d in a row", key, why, self._failed[key])
+        if self._failed[key] >= FAILED_WARM_UPS_BEFORE_GIVING_UP:
+            self._given_up[key] = f"{self._failed[key]} spares in a row died before they were ready: the last {why}"
+            log.error("no more spares of %s are started: %s", key, self._given_up[key])
 
     def take(self, key: str) -> Spare | None:
         """A live spare for `key` (a ready one first), or None; a replacement starts now (and, for
@@ -170,8 +207,8 @@ class Spares:
 
     def report(self) -> dict[str, dict]:
         """Per key: the jobs its spares can take at once now (`ready`: a template counts its
-        slots), the processes still warming up (`starting`: a template counts once), and the
-        memory each process holds now."""
+        slots), the processes still warming up (`starting`: a template counts once), the
+        memory each process holds now, and why no more are started (`given_up`), if so."""
         with self._lock:
             report = {}
             for key, spares in self._spares.items():
@@ -179,6 +216,8 @@ class Spares:
                 report[key] = {"ready": sum(1 for s in spares if s.ready),
                                "starting": sum(1 for s in holders if not s.ready),
                                "memory_bytes": [s.proc.resident_bytes() for s in holders]}
+                if key in self._given_up:
+                    report[key]["given_up"] = self._given_up[key]
             return report
 
     def _alive(self, key: str) -> list[Spare]:

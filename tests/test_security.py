@@ -830,6 +830,32 @@ def test_behind_a_trusted_proxy_the_client_is_the_one_it_saw(tmp_path):
             app.extensions["irscope"].runner.shutdown()
 
 
+@needs_bwrap
+def test_spares_whose_warm_up_cannot_fit_the_jobs_memory_stop_being_started(tmp_path):
+    """A warm-up that cannot fit `job_memory_mb` (torch alone is bigger) dies the same way every
+    time: after three in a row no more spares of that kind start (no endless warm-up loop), the
+    spares' report says why, and a job then runs in a worker of its own and meets the limit with
+    the job's own message."""
+    app = make_app(tmp_path, languages="pytorch", spare_workers=1, job_memory_mb=300)
+    spares = app.extensions["irscope"].runner.spares
+    try:
+        deadline = time.monotonic() + 240  # bounded: three sandboxes that die while importing torch
+        while time.monotonic() < deadline and "given_up" not in spares.report().get("pytorch", {}):
+            time.sleep(0.2)
+        report = spares.report()["pytorch"]
+        assert report.get("given_up") == ("3 spares in a row died before they were ready: the last it used more "
+                                          "than job_memory_mb (300 MiB)"), report
+        assert not any(proc.alive() for proc in spares.waiting("pytorch"))
+        job = compile_and_wait(app.test_client(), "pytorch", "import torch\n\nmodel = torch.nn.Linear(2, 2)\n"
+                                                             "example_inputs = (torch.randn(1, 2),)\n")
+        assert job["status"] == "failed" and job["error"]["kind"] == "MemoryLimit", job["error"]
+        assert "job_memory_mb" in job["error"]["message"]
+        assert job["timings"]["job"]["worker"] != "pre-started"
+        assert spares.report()["pytorch"]["starting"] == 0  # the job's take did not start another
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
 def test_no_spare_template_where_a_gpu_device_node_exists(tmp_path, monkeypatch):
     """A GPU driver a template's warm-up initialised would not survive the fork (Inductor's cache
     key asks the current CUDA device), so where a GPU device node exists PyTorch's spares are
