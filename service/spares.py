@@ -15,11 +15,12 @@ are left. On a fresh install, the language's first template is the trusted toolc
 
 Spares are filed by key: the language, or `<language>@<kind>` for a pipeline's other kinds of spare
 (`pytorch@cuda:sm_90`: one that installed a virtual H100 before its warm-up; Pipeline.spare_kinds).
-A key whose spares die before they are ready three times in a row (a warm-up that cannot fit the
-job's limits) gets no more: the report and the log say why.
 The pipeline's `spare_kinds` start with the server; another kind's first spare starts when a job
 of that kind arrives and finds none (`pytorch@cuda:sm_100` after the first B200 job), so the
 user's next job of it finds one.
+
+A key whose spares die before they are ready three times in a row (a warm-up that cannot fit the
+job's limits) gets no more: the report and the log say why.
 """
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ class Spare:
     proc: sandbox.Sandboxed | ForkedJob
     started: float
     template: Template | None = None
+    taken: bool = False  # a job took it
 
     @property
     def ready(self) -> bool:
@@ -166,7 +168,7 @@ class Spares:
         if spare.ready:
             self._failed[key] = 0
             return
-        if spare.template is None and spare not in self._spares.get(key, []):
+        if spare.template is None and spare.taken:
             return  # a job took it while it warmed up: how it ended is the job's
         self._failed[key] = self._failed.get(key, 0) + 1
         holder = _holder(spare)
@@ -189,6 +191,7 @@ class Spares:
             spare = alive.pop(0) if alive else None
             self._spares[key] = alive
         if spare is not None:
+            spare.taken = True
             self._note_memory(spare)
             # now on a job's path: the CPU share of a job
             _holder(spare).cgroup.set_cpu_weight(JOB_CPU_WEIGHT)
