@@ -157,18 +157,19 @@ class WarmUps:
 
     def wait(self, language: str, progress: Any) -> float:
         """Wait while `language`'s warm-up runs, saying so (`progress(sentence)`) with the time left
-        when an earlier warm-up on this host says how long one takes. Seconds waited."""
+        when an earlier warm-up on this host says how long one takes. Seconds this call waited (not
+        how long the warm-up has run: it may have started before the job arrived)."""
         expected = _read_duration(self.config, language)
-        waited = 0.0
+        entered, waited = time.monotonic(), False
         with self._lock:
             while language in self._running:
+                waited = True
                 elapsed = time.monotonic() - self._running[language]
-                waited = elapsed
                 left = f"about {max(expected - elapsed, 1):.0f} s left" if expected else f"{elapsed:.0f} s so far"
                 progress(f"warming up: irscope's own compile is building the toolchain cache every job reuses "
                          f"(the CPU probes and the precompiled header), {left}")
                 self._done.wait(timeout=1.0)
-        return waited
+        return time.monotonic() - entered if waited else 0.0
 
 
 def _duration_file(config: RunnerConfig, language: str) -> str:
