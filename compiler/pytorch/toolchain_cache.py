@@ -127,13 +127,10 @@ def import_probes(src: str, cache_dir: str) -> int:
     if not src or not os.path.isdir(probes):
         return 0
     os.makedirs(cache_dir, exist_ok=True)
-    count = 0
-    for name in sorted(os.listdir(probes)):
-        path = os.path.join(probes, name)
-        if os.path.isdir(path) and _is_probe_dir(path):
-            shutil.copytree(path, os.path.join(cache_dir, name), dirs_exist_ok=True)
-            count += 1
-    return count
+    entries = probe_entries(probes)
+    for name in entries:
+        shutil.copytree(os.path.join(probes, name), os.path.join(cache_dir, name), dirs_exist_ok=True)
+    return len(entries)
 
 
 def link_headers(src: str, header_dir: str) -> list[str]:
