@@ -13,6 +13,9 @@ A child makes a sandbox of its own before its job runs (`_become_job`), because 
 - its output goes to its slot's worker log, and it closes every file the template had open;
 - it waits until the runner has moved it into the job's own cgroup (memory, processes, CPU) and
   said so (model.SLOT_GO, which carries the job's rlimits), and sets those rlimits;
+- it starts a session of its own (setsid) before anything else, and the job process below starts
+  another: a PID namespace does not scope a process group, so a job left in the template's group
+  reached every sibling and the template with `kill(0, sig)` (tests/test_job_isolation.py);
 - it makes a new user, mount, PID, IPC, UTS, network and cgroup namespace and forks once more: the
   job runs as PID 1 of its own PID namespace, so it can name (signal) no sibling and not the
   template;
@@ -105,6 +108,10 @@ def serve(control_dir: str, carried: list[str], after_first_fork: Callable[[], N
             pid = os.fork()
             if pid == 0:
                 try:
+                    # A session and process group of its own before anything else: a PID namespace
+                    # does not scope a process group, so in the template's group `kill(0, sig)`
+                    # from one job reached every sibling job and the template.
+                    os.setsid()
                     _become_job(slot, filter_bpf, [d for d in carried if os.path.isdir(d)])
                 except BaseException:  # noqa: BLE001 - the job process cannot start: say why, end it
                     traceback.print_exc()
@@ -156,6 +163,9 @@ def _become_job(slot: int, filter_bpf: bytes, carried: list[str]) -> None:
             except InterruptedError:
                 continue
         os._exit(_exit_code(status))
+    # The job's own session and group, apart from this process's waiting parent too: what the job
+    # signals through its group (kill(0), killpg, setpriority(PRIO_PGRP)) is its own processes.
+    os.setsid()
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount(slot_dir, JOB_DIR, None, _MS_BIND | _MS_REC)
     # The slots covered; the carried directories wait there while /tmp is replaced.

@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 # Limit names as the sandbox reports them -> error kinds shown to the user.
 _LIMIT_KINDS = {"wall_time": ErrorKind.WallTimeLimit, "cpu_time": ErrorKind.CpuTimeLimit,
                 "file_size": ErrorKind.FileSizeLimit, "processes": ErrorKind.ProcessLimit,
-                "memory": ErrorKind.MemoryLimit}
+                "memory": ErrorKind.MemoryLimit,
+                # not a limit: the spare template that forked the job's process ended under it
+                "worker_lost": ErrorKind.InternalError}
 
 
 # What may stop a job after its compile (Manifest.compiled) without making it a failed one.
@@ -88,7 +90,8 @@ class LocalRunner:
             for language in languages:
                 if warm:
                     _logged(self.warm_ups.build, language, self.spares)
-                _logged(self.spares.fill, spare_key(language, registry.get(language).spare_kinds[0]))
+                for kind in registry.get(language).spare_kinds[:1]:
+                    _logged(self.spares.fill, spare_key(language, kind))
             for language in languages:
                 for kind in registry.get(language).spare_kinds[1:]:
                     _logged(self.spares.fill, spare_key(language, kind))
@@ -142,8 +145,8 @@ class WarmUps:
         else in a warm-up job."""
         started = time.monotonic()
         pipeline = registry.get(language)
-        key = spare_key(language, pipeline.spare_kinds[0])
-        in_template = (lambda: spares.build_toolchain(key)) if spares is not None and \
+        key = spare_key(language, pipeline.spare_kinds[0]) if pipeline.spare_kinds else None
+        in_template = (lambda: spares.build_toolchain(key)) if spares is not None and key is not None and \
             pipeline.builds_toolchain_in_template and spares.uses_templates(key) else None
         try:
             if warm_toolchain(self.config, language, toolchain(language), in_template):

@@ -54,7 +54,9 @@ class Outcome:
     wall_s: float
     output: str
     output_truncated: bool
-    limit: str | None = None  # short name of the limit hit: wall_time, cpu_time, file_size, processes, memory
+    # short name of the limit hit: wall_time, cpu_time, file_size, processes, memory; or worker_lost
+    # (a spare template ended under its forked job: service/spare_templates.py)
+    limit: str | None = None
     message: str | None = None  # the user-facing sentence for it
     sandboxed: bool = True
 

@@ -60,6 +60,9 @@ class Template:
         spec.slots = list(self.slot_dirs)
         self.proc = sandbox.Sandboxed(spec, config.job, clock=False)  # no wall clock: it waits for jobs
         self.started = time.monotonic()
+        # Slots a job was handed (Spares.take marks them): their directories are the runner's to
+        # release once it has read what the job left, even when the template ends first.
+        self.taken: set[int] = set()
 
     @property
     def ready(self) -> bool:
@@ -98,7 +101,7 @@ class Template:
 
     def kill(self) -> None:
         self.proc.kill()
-        for path in (self.control_dir, *self.slot_dirs):
+        for path in (self.control_dir, *(d for i, d in enumerate(self.slot_dirs) if i not in self.taken)):
             job_dirs.release(path)
 
 
@@ -190,6 +193,12 @@ class ForkedJob:
         outcome = sandbox.Outcome(returncode=code, wall_s=time.monotonic() - self.started, output=output,
                                   output_truncated=truncated, sandboxed=True)
         sandbox.explain(outcome, self.limits, self._timed_out, processes_hit, memory_hit)
+        if code is None and outcome.limit is None:
+            # The template ended under its job (no job can signal it: each is in a session and PID
+            # namespace of its own): irscope's failure, or the host's, never the job's.
+            outcome.limit, outcome.message = "worker_lost", (
+                f"the spare template that forked this job's process ended (status {self.template.proc.proc.returncode})"
+                " while the job ran: irscope's failure, not your program's; compile again")
         return outcome
 
 

@@ -190,6 +190,8 @@ class Spares:
             alive.sort(key=lambda spare: not spare.ready)
             spare = alive.pop(0) if alive else None
             self._spares[key] = alive
+            if spare is not None and spare.template is not None:
+                spare.template.taken.add(spare.proc.slot)  # under the lock the reaper takes too
         if spare is not None:
             spare.taken = True
             self._note_memory(spare)

@@ -20,13 +20,26 @@ class FakePipeline(Pipeline):
     title = "Fake (tests)"
     editor_mode = "python"
     example = 'print("hello")\nx = 1 + 1\n'
+    # A job may ask for a pre-started worker (option `spare`), so the spares and the spare templates
+    # are tested without the seconds a torch import costs; by default each job starts its own.
+    prewarm_modules = ("json",)
+    spare_kinds = ()
+    template_kinds = ("template",)
     options = (
         Option("shout", "bool", False, "Uppercase the fake.lines stage."),
+        Option("spare", "choice", "none", "The worker that runs the job: `none`, one started for it; `plain`, a "
+                                          "pre-started spare; `template`, a process forked by a spare template "
+                                          "(spares of a kind start when its first job arrives).",
+               choices=("none", "plain", "template")),
         Option("stage_delay_s", "int", 0, "Seconds to wait between stages (to watch progress).", minimum=0, maximum=30),
         Option("target", "choice", "host", "The device the job asks for, routed like the compilers' target option "
                                            "(the fake pipeline compiles nothing for it; it records it).",
                choices=("host", "auto", *TARGETS)),
     )
+
+    def spare_kind(self, request: Request) -> str | None:
+        spare = request.options.get("spare", "none")
+        return None if spare == "none" else spare
 
     def run(self, request: Request, ctx: JobContext) -> None:
         bundle = ctx.bundle
