@@ -105,7 +105,7 @@ def form_options(language: str) -> dict:
         if option.kind == "bool":
             out[option.name] = field in request.form
         elif field in request.form and request.form[field] != "":
-            out[option.name] = request.form[field]
+            out[option.name] = option.from_text(request.form[field])
     return out
 
 

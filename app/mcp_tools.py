@@ -7,7 +7,8 @@ admission (`Admission.submit`: sandbox refusal, the client's and the queue's cap
 quotas, the client's rate), and a `Refused` becomes an MCP error whose code is its kind's
 `mcp_code` and whose data names the kind. Every answer is bounded: a text longer than
 `mcp_max_result_kb` is cut at a line and says where to go on; a compile waits at most
-`mcp_compile_wait_s` and otherwise answers with the job's id to ask again (`job_status`); diffs go
+`mcp_compile_wait_s` and otherwise answers with the job's id to ask again (`job_status`), and only
+so many calls wait at once (`WaitSlots`: each waiting HTTP call holds a web thread); diffs go
 through the pages' bounded diff processes (app/stage_diffs.py).
 
 No Flask here: `irscope mcp` (stdio) serves the same tools from an embedded service, and the
@@ -16,8 +17,11 @@ event loop that serves MCP never waits on the database.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -81,6 +85,43 @@ def mcp_error(refused: Refused) -> MCPError:
     return MCPError(refused.kind.mcp_code, f"{refused.kind}: {refused.message}", data)
 
 
+class WaitSlots:
+    """The calls that may wait for a job at once (`compile`, `job_status`): at most `total` in this
+    process and `per_client` for one client. Over HTTP each waiting call holds one of the web
+    server's threads for its wait (app/mcp_server.py): unbounded, ten waits of one client left
+    ordinary pages unanswered for half a minute. A call refused a slot is told when one frees."""
+
+    def __init__(self, total: int, per_client: int):
+        self.total, self.per_client = max(total, 1), max(per_client, 1)
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[str, float]] = {}  # token -> (client, when its wait ends)
+        self._tokens = itertools.count()
+
+    def take(self, client: str, wait_s: float) -> int:
+        """A slot for a wait of up to `wait_s` seconds, or Refused(RateLimited) with retry_after."""
+        now = time.monotonic()
+        with self._lock:
+            mine = [end for who, end in self._held.values() if who == client]
+            if len(mine) >= self.per_client:
+                raise self._refused(f"this client already waits for {len(mine)} jobs at once (setting "
+                                    f"mcp_max_waits_per_client)", min(mine) - now)
+            if len(self._held) >= self.total:
+                raise self._refused(f"{len(self._held)} calls already wait for jobs on this server (setting "
+                                    f"mcp_max_waits)", min(end for _, end in self._held.values()) - now)
+            token = next(self._tokens)
+            self._held[token] = (client, now + wait_s)
+            return token
+
+    def give_back(self, token: int) -> None:
+        with self._lock:
+            self._held.pop(token, None)
+
+    @staticmethod
+    def _refused(why: str, free_in_s: float) -> Refused:
+        return Refused(ErrorKind.RateLimited, f"no wait now: {why}; call again with wait_s=0 for the status at once, "
+                                              "or later to wait", retry_after=max(1, math.ceil(free_in_s)))
+
+
 def _not_found(message: str) -> Refused:
     return Refused(ErrorKind.NotFound, message)
 
@@ -94,6 +135,7 @@ class Tools:
         settings = self.svc.settings
         self.max_bytes = max(int(settings["mcp_max_result_kb"]), 1) * 1024
         self.wait_s = max(float(settings["mcp_compile_wait_s"]), 0.0)
+        self.waits = WaitSlots(int(settings["mcp_max_waits"]), int(settings["mcp_max_waits_per_client"]))
 
     # --- helpers ------------------------------------------------------------------------------
     def _url(self, path: str) -> str:
@@ -375,13 +417,27 @@ def build(backend: Backend) -> MCPServer:
         except Refused as refused:
             raise mcp_error(refused) from None
 
-    async def wait(job_id: str, wait_s: float | None, cached: bool | None = None) -> dict[str, Any]:
+    async def wait(job_id: str, wait_s: float | None, cached: bool | None = None,
+                   refused_then: Callable[[Refused], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The job's summary once it finished or `wait_s` passed. A wait holds a slot of
+        `tools.waits`; without one, the call is refused (`refused_then`: answered at once instead)."""
         limit = tools.wait_s if wait_s is None else min(max(float(wait_s), 0.0), tools.wait_s)
         started = time.monotonic()
         job = await call(tools.status, job_id)
-        while not job.finished and time.monotonic() - started < limit:
-            await anyio.sleep(0.25)
-            job = await call(tools.status, job_id)
+        if job.finished or limit <= 0:
+            return await call(tools.summary, job, cached, 0.0)
+        try:
+            token = tools.waits.take(backend.client(), limit)
+        except Refused as refused:
+            if refused_then is None:
+                raise mcp_error(refused) from None
+            return await call(tools.summary, job, cached, 0.0) | refused_then(refused)
+        try:
+            while not job.finished and time.monotonic() - started < limit:
+                await anyio.sleep(0.25)
+                job = await call(tools.status, job_id)
+        finally:
+            tools.waits.give_back(token)
         return await call(tools.summary, job, cached, time.monotonic() - started)
 
     @server.tool(description="The languages this irscope server compiles (pytorch, triton, gluon, helion, cute, "
@@ -404,7 +460,9 @@ def build(backend: Backend) -> MCPServer:
                       wait_s: float | None = None) -> dict:
         client = backend.client()
         job, known = await call(tools.compile, client, language, source, options)
-        return await wait(job.id, wait_s, known)
+        # The job is admitted whether or not this call may wait for it: a refused wait answers at once.
+        return await wait(job.id, wait_s, known, lambda refused: {"wait_refused": refused.message,
+                                                                  "retry_after_s": refused.retry_after})
 
     @server.tool(description="A job's status, error and stage list (as compile returns them), waiting up to "
                              "`wait_s` seconds (at most the server's mcp_compile_wait_s) for it to finish.")

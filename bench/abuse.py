@@ -13,12 +13,20 @@ client sends its own X-Forwarded-For), so the per-client caps apply as they woul
   and /api/languages, five times each. Their page latency is what the targets are about.
 - Attackers, all the time: diffs of two 60,000-line stages (GET /j/<id>/stage/<a>?diff=<b>); a job
   rewriting a 28 MB manifest every 0.3 s; a job whose one-line stage carries a 4.8-million-pair
-  source map; 60 MB uploads; comparisons from a client at its cap; a fork bomb.
+  source map; 60 MB uploads; comparisons from a client at its cap; a fork bomb; a job forked from
+  the same spare template as the ordinary jobs that signals everything it can name for 30 s
+  (kill(0), kill(-1), killpg and kill of every PID, SIGKILL and SIGSTOP); an MCP flood: one
+  client holding 30 concurrent `job_status` waits on a running job of its own, again and again.
+
+The ordinary jobs and the signalling job are forked from the fake language's spare templates
+(option `spare: template`), as PyTorch's jobs are: a signal that reached a sibling would show as
+an ordinary job not done.
 
 Prints the ordinary clients' jobs done, their page latency p50/p99, what the attackers got, and the
 store's size against the quotas; checks that every ordinary job's stages are still there.
 Targets (issue 19): all ordinary jobs done, page p99 <= 200 ms, nothing stored lost, the store's
-growth within the quotas.
+growth within the quotas; (issue 37) the same with the signal attack and the MCP flood running, the
+flood's waits refused past mcp_max_waits_per_client with retry_after_s.
 """
 from __future__ import annotations
 
@@ -66,6 +74,37 @@ import time
 time.sleep(20)
 '''
 FORK_BOMB = "import os\nwhile True:\n    os.fork()\n"
+SIGNAL_EVERYTHING = '''import os, signal, time
+for sig in (signal.SIGTERM, signal.SIGCONT, signal.SIGUSR1):
+    signal.signal(sig, signal.SIG_IGN)
+own = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+end, reached = time.monotonic() + 30, 0
+while time.monotonic() < end:
+    for sig in (signal.SIGTERM, signal.SIGCONT, signal.SIGUSR1):
+        for target in (0, -1):  # its own group (ignored here), its own PID namespace (no one else)
+            try:
+                os.kill(target, sig)
+            except OSError:
+                pass
+    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):
+        for target in [p for p in range(2, 1 << 15) if p not in own] + [-p for p in range(2, 1 << 15)]:
+            try:
+                os.kill(target, sig)
+                reached += 1
+            except OSError:
+                pass
+print("signals that reached another process:", reached, flush=True)
+os.kill(0, signal.SIGKILL)  # as the attack review's job did (PID 1 of its namespace: it lives on)
+'''
+WAITER = "import time\ntime.sleep(100)\nprint('the flood waited on me')\n"
+MCP_FLOOD_WAITS = 30
+
+
+def mcp_call(client: "Client", tool: str, arguments: dict, timeout: float = 90) -> tuple[int, dict | str]:
+    """One MCP tools/call over streamable HTTP (stateless, JSON answers), as an agent's client sends it."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return http(client.base, "/mcp", body, timeout=timeout,
+                headers={**client.headers, "Accept": "application/json, text/event-stream"})
 
 
 class Client:
@@ -112,7 +151,8 @@ def wait_done(client: Client, job_id: str, every: float = 0.7, timeout: float = 
 def ordinary(base: str, n: int, latencies: list, results: dict) -> None:
     client = Client(base, f"198.51.100.{n + 1}")
     time.sleep(random.uniform(0, 20))
-    status, body = client.post("/api/compile", {"language": "fake", "source": ORDINARY.format(n=n)})
+    status, body = client.post("/api/compile", {"language": "fake", "source": ORDINARY.format(n=n),
+                                                "options": {"spare": "template"}})
     if status not in (200, 202):
         results[n] = f"refused {status}: {body}"
         return
@@ -168,11 +208,57 @@ def attack(base: str, stop: threading.Event, report: dict) -> list[threading.Thr
             n += 1
         report["comparisons"] = f"{n} comparison posts from one client answered {codes}"
 
+    def signals() -> None:
+        client = Client(base, "203.0.113.8")
+        time.sleep(5)  # the ordinary jobs are arriving: forked from the same templates
+        status, body = client.post("/api/compile", {"language": "fake", "source": SIGNAL_EVERYTHING,
+                                                    "options": {"spare": "template"}})
+        if status not in (200, 202):
+            report["signal attack"] = f"refused {status}"
+            return
+        job = wait_done(client, body["job"])
+        said = [s for s in job.get("stages") or [] if s["key"] == "run.stdout"]
+        _, text = http(base, f"/api/jobs/{job['id']}/stages/run.stdout") if said else (0, "")
+        forked = (job.get("timings") or {}).get("job", {}).get("spare", {}).get("forked_from_template")
+        report["signal attack"] = (f"{job['status']} (forked from a template: {forked}); "
+                                   f"{str(text).strip() or job.get('error')}")
+
+    def mcp_flood() -> None:
+        client = Client(base, "203.0.113.7")
+        status, body = client.post("/api/compile", {"language": "fake", "source": WAITER})
+        if status not in (200, 202):
+            report["mcp flood"] = f"refused {status}"
+            return
+        answers: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def one() -> None:
+            while not stop.is_set():
+                code, answer = mcp_call(client, "job_status", {"job_id": body["job"], "wait_s": 30})
+                error = answer.get("error") if isinstance(answer, dict) else None
+                said = (answer.get("result") or {}).get("content") or [{}] if isinstance(answer, dict) else [{}]
+                if any(f'"status": "{end}"' in said[0].get("text", "") for end in ("done", "failed")):
+                    return  # the job the flood waited on ended
+                kind = (f"refused {error['data']['kind']} retry_after_s={error['data'].get('retry_after_s')}"
+                        if error else f"HTTP {code}" if not isinstance(answer, dict) else "waited")
+                with lock:
+                    key = "refused RateLimited with retry_after_s" if error and error["data"].get("retry_after_s") \
+                        else kind
+                    answers[key] = answers.get(key, 0) + 1
+                if error:
+                    stop.wait(1.0)  # a client honouring nothing but a second's pause
+        waiters = [threading.Thread(target=one, daemon=True) for _ in range(MCP_FLOOD_WAITS)]
+        for t in waiters:
+            t.start()
+        for t in waiters:
+            t.join()
+        report["mcp flood"] = f"{MCP_FLOOD_WAITS} concurrent job_status waits from one client, answered {answers}"
+
     threads = [threading.Thread(target=f, daemon=True) for f in (
-        diffs, uploads, comparisons,
+        diffs, uploads, comparisons, mcp_flood,
         lambda: job_of("203.0.113.2", MANIFEST_FLOOD, "manifest flood"),
         lambda: job_of("203.0.113.3", SOURCE_MAP_FLOOD, "source map flood"),
-        lambda: job_of("203.0.113.6", FORK_BOMB, "fork bomb"))]
+        lambda: job_of("203.0.113.6", FORK_BOMB, "fork bomb"), signals)]
     for t in threads:
         t.start()
     return threads[3:]
@@ -185,7 +271,7 @@ def main() -> None:
     args = parser.parse_args()
     data = tempfile.mkdtemp(prefix="irscope-abuse-")
     server = Serve(data, {"languages": "fake,pytorch", "trusted_proxies": 1, "warm_toolchain_cache": False,
-                          "spare_workers": 0},
+                          "spare_workers": 2},
                    ("--insecure-no-sandbox",) if args.insecure_no_sandbox else ()).start()
     print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; server data in {data}", flush=True)
     try:
@@ -236,7 +322,9 @@ def main() -> None:
                 (f"page p99 <= {TARGET_P99_MS:g} ms", p99 <= TARGET_P99_MS),
                 ("nothing stored lost", not lost),
                 ("every attack answered, none an InternalError",
-                 len(report) == 6 and not any("InternalError" in what for what in report.values())),
+                 len(report) == 8 and not any("InternalError" in what for what in report.values())),
+                ("no signal reached another job", "reached another process: 0" in report.get("signal attack", "")),
+                ("MCP waits refused past the cap", "refused RateLimited" in report.get("mcp flood", "")),
                 ("growth within the quotas", grew <= after["client_max_bytes"] * (args.clients + 6))]
     for name, ok in verdicts:
         print(f"{name:<32} {'meets' if ok else 'MISSES'}")

@@ -40,46 +40,63 @@ class Option:
     validate_value: Callable[[Any], Any] | None = None  # extra check for dicts (config keys, ...)
 
     def coerce(self, value: Any) -> Any:
+        """The value as a request carries it (JSON: the API, MCP, lessons), checked strictly: a
+        boolean is true or false, an integer a JSON number, a choice one of its values exactly, a
+        dict an object. A string is never read as another type here (`devices: "8"` is refused);
+        text from a form field or a command line goes through `from_text`."""
         name = self.name
         if self.kind == "bool":
             if isinstance(value, bool):
                 return value
-            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-                return value.lower() in ("true", "1", "yes")
-            raise OptionError(f"option {name!r} takes true or false, not {value!r}")
+            raise OptionError(f"option {name!r} takes true or false, not {json.dumps(value)}")
         if self.kind == "int":
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                raise OptionError(f"option {name!r} takes an integer, not {value!r}") from None
-            if isinstance(value, bool) or (isinstance(value, float) and value != number):
-                raise OptionError(f"option {name!r} takes an integer, not {value!r}")
-            if self.minimum is not None and number < self.minimum:
-                raise OptionError(f"option {name!r} must be at least {self.minimum}, not {number}")
-            if self.maximum is not None and number > self.maximum:
-                raise OptionError(f"option {name!r} must be at most {self.maximum}, not {number}")
-            return number
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise OptionError(f"option {name!r} takes an integer, not {json.dumps(value)}")
+            if self.minimum is not None and value < self.minimum:
+                raise OptionError(f"option {name!r} must be at least {self.minimum}, not {value}")
+            if self.maximum is not None and value > self.maximum:
+                raise OptionError(f"option {name!r} must be at most {self.maximum}, not {value}")
+            return value
         if self.kind == "choice":
-            # JSON and command lines spell booleans differently; accept both for choices like dynamic.
             for choice in self.choices:
-                if value == choice or (isinstance(value, str) and value.lower() == str(choice).lower()):
+                if type(value) is type(choice) and value == choice:
                     return choice
             allowed = ", ".join(json.dumps(c) for c in self.choices)
             raise OptionError(f"option {name!r} must be one of {allowed}, not {json.dumps(value)}")
         if self.kind == "str":
             if not isinstance(value, str):
-                raise OptionError(f"option {name!r} takes a string, not {value!r}")
+                raise OptionError(f"option {name!r} takes a string, not {json.dumps(value)}")
             return value
         if self.kind == "dict":
-            if isinstance(value, str):
-                try:
-                    value = json.loads(value) if value.strip() else {}
-                except json.JSONDecodeError as e:
-                    raise OptionError(f"option {name!r} takes a JSON object: {e}") from None
             if not isinstance(value, dict):
-                raise OptionError(f"option {name!r} takes an object, not {value!r}")
+                raise OptionError(f"option {name!r} takes an object, not {json.dumps(value)}")
             return self.validate_value(value) if self.validate_value else value
         raise AssertionError(f"unknown option kind {self.kind}")
+
+    def from_text(self, text: str) -> Any:
+        """The value of a form field or a command line's `key=value` (text), read by the option's
+        kind, then checked as `coerce` checks a request's."""
+        name, text = self.name, text.strip()
+        if self.kind == "bool":
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise OptionError(f"option {name!r} takes true or false, not {text!r}")
+            return text.lower() in ("true", "1", "yes", "on")
+        if self.kind == "int":
+            try:
+                return self.coerce(int(text))
+            except ValueError:
+                raise OptionError(f"option {name!r} takes an integer, not {text!r}") from None
+        if self.kind == "choice":
+            for choice in self.choices:
+                if text.lower() == json.dumps(choice).strip('"').lower():
+                    return choice
+            return self.coerce(text)
+        if self.kind == "dict":
+            try:
+                return self.coerce(json.loads(text) if text else {})
+            except json.JSONDecodeError as e:
+                raise OptionError(f"option {name!r} takes a JSON object: {e}") from None
+        return self.coerce(text)
 
 
 class Pipeline:

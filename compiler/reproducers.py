@@ -8,6 +8,7 @@ triton or jax and none of irscope.
 """
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any
 
@@ -15,11 +16,16 @@ from compiler.model import Request
 
 
 def python_literal(text: str) -> str:
-    """`text` as a Python string literal: a raw triple-quoted block where that reads back exactly
-    (the source as the user wrote it), else repr()."""
-    if "'''" not in text and not text.endswith("\\") and "\r" not in text and "\\N" not in text \
-            and all(c == "\n" or c == "\t" or c >= " " for c in text):
-        return "r'''" + text + "'''"
+    """`text` as a Python string literal that reads back exactly: a raw triple-quoted block (the
+    source as the user wrote it) where Python reads that back as `text` (checked, not assumed: a
+    text ending in a quote once lost it), else repr()."""
+    if all(c == "\n" or c == "\t" or " " <= c < "\x7f" or c > "\x9f" for c in text) and "\r" not in text:
+        block = "r'''" + text + "'''"
+        try:
+            if ast.literal_eval(block) == text:
+                return block
+        except (SyntaxError, ValueError):
+            pass
     return repr(text)
 
 
@@ -110,7 +116,3 @@ SOURCE_PATH = os.path.join(OUT, {name!r})
 with open(SOURCE_PATH, "w", encoding="utf-8") as f:
     f.write(SOURCE)
 '''
-
-
-def option_repr(value: Any) -> str:
-    return repr(value)

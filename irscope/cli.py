@@ -10,14 +10,11 @@ import time
 from typing import Any
 
 
-def _option(text: str) -> tuple[str, Any]:
+def _option(text: str) -> tuple[str, str]:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"--option takes key=value, not {text!r}")
     key, value = text.split("=", 1)
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+    return key, value
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
@@ -133,6 +130,7 @@ def compile_(args: argparse.Namespace) -> int:
     """One job through the same service and sandbox as `serve`, without the web app."""
     from compiler import registry
     from compiler.errors import Refused
+    from compiler.pipeline import OptionError
     from service import configure
     from service import settings as settings_table
     with open(args.file, encoding="utf-8") as f:
@@ -147,10 +145,13 @@ def compile_(args: argparse.Namespace) -> int:
     svc = configure.start(settings_table.load(config), background=False)
     try:
         svc.admission.check_open()
-        request = svc.jobs.parse({"language": language, "source": source, "options": dict(args.option or [])})
+        # each value read by its option's kind (`Option.from_text`), as the page's form fields are
+        schema = {option.name: option for option in registry.get(language).options}
+        options = {key: schema[key].from_text(text) if key in schema else text for key, text in args.option or []}
+        request = svc.jobs.parse({"language": language, "source": source, "options": options})
         job, _ = svc.jobs.submit(request)
-    except Refused as e:
-        print(f"irscope: {e.message}", file=sys.stderr)
+    except (Refused, OptionError) as e:
+        print(f"irscope: {e.message if isinstance(e, Refused) else e}", file=sys.stderr)
         svc.shutdown()
         return 2
     while True:
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--language", help="pytorch, triton, hlo, stablehlo, jax (guessed from the file's "
                                               "extension and contents)")
             p.add_argument("--option", action="append", type=_option, metavar="KEY=VALUE",
-                           help="a pipeline option; the value is JSON where it parses as JSON")
+                           help="a pipeline option, read by its kind (true/false, a number, a JSON object)")
             p.add_argument("--json", action="store_true", help="print the whole job as JSON")
             p.set_defaults(func=compile_)
     args = parser.parse_args(argv)

@@ -11,7 +11,12 @@ What it denies (each with EPERM, so the program is told, not killed):
 - new namespaces (`unshare`, `setns`, `clone` with a CLONE_NEW* flag; `clone3`, whose flags a
   filter cannot read, answers ENOSYS so that glibc falls back to `clone`): a user namespace would
   give the job capabilities over its own mounts;
-- `ptrace`, `process_vm_readv`/`writev` (another process's memory), `bpf`, `perf_event_open`,
+- io_uring (`io_uring_setup`, `_enter`, `_register`): a large kernel surface whose operations a
+  filter cannot see one by one;
+- `personality` other than the default and the query (ADDR_NO_RANDOMIZE would turn off address
+  randomisation for what the job runs next);
+- `ptrace`, `process_vm_readv`/`writev` (another process's memory), `move_pages`/`migrate_pages`
+  (another process's pages), `bpf`, `perf_event_open`,
   `userfaultfd`, `mount`/`umount2`/`pivot_root`/the new mount API, `kexec_*`, `*_module`, `swapon`/
   `swapoff`, `reboot`, `acct`, `quotactl`, `lookup_dcookie`, `keyctl`, `iopl`/`ioperm`,
   `settimeofday`/`clock_settime`, `sethostname`/`setdomainname`.
@@ -34,7 +39,11 @@ import tempfile
 DENIED = {
     "keyring": ("add_key", "keyctl", "request_key"),
     "namespaces": ("unshare", "setns"),
-    "other processes": ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp"),
+    "other processes": ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "move_pages",
+                        "migrate_pages"),
+    # io_uring: a large kernel surface whose operations (opening files, sockets) a filter cannot
+    # see, one submission at a time; no compiler irscope runs uses it
+    "io_uring": ("io_uring_setup", "io_uring_enter", "io_uring_register"),
     "kernel": ("bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
                "finit_module", "delete_module", "iopl", "ioperm", "swapon", "swapoff", "reboot", "acct",
                "quotactl", "lookup_dcookie"),
@@ -47,6 +56,15 @@ DENIED = {
 _CLONE_NEW = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
               "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
               "CLONE_NEWNET": 0x40000000}
+
+
+# personality(): the kernel reads its argument's low 32 bits; 0 (Linux, the default) and 0xffffffff
+# (the query) are allowed, every other value (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, ...) refused.
+# A rule compares one argument once, so "neither" is spelled bit by bit: some bit below 31 set
+# with bit 31 clear, or bit 31 set with some bit below it clear.
+_BIT31 = 1 << 31
+_PERSONALITY_CHANGES = tuple((_BIT31 | 1 << b, 1 << b) for b in range(31)) + \
+    tuple((_BIT31 | 1 << b, _BIT31) for b in range(31))
 
 
 def available() -> str | None:
@@ -79,6 +97,8 @@ def build_bpf(allowed: tuple[str, ...] = ()) -> bytes:
     for flag in _CLONE_NEW.values() if "namespaces" not in allowed else ():  # any of them refuses the clone
         f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    for mask, value in _PERSONALITY_CHANGES:
+        f.add_rule(seccomp.ERRNO(errno.EPERM), "personality", seccomp.Arg(0, seccomp.MASKED_EQ, mask, value))
     with tempfile.TemporaryFile() as out:
         f.export_bpf(out)
         out.seek(0)

@@ -145,6 +145,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("mcp_compile_wait_s", 30.0, "Seconds an MCP `compile` (or `job_status`) call waits for its job to end "
                                         "before it answers with the job's id to ask again; an HTTP MCP request is "
                                         "given up 60 s after this."),
+    Setting("mcp_max_waits", 4, "MCP calls (`compile`, `job_status`) that may wait for a job at once in one web "
+                                "process: each holds a web thread while it waits, so keep it below web_threads; "
+                                "one more is refused with retry_after_s (a compile is then answered at once)."),
+    Setting("mcp_max_waits_per_client", 2, "MCP calls one client (IP address) may have waiting for jobs at once; "
+                                           "one more is refused as for mcp_max_waits."),
     Setting("mcp_max_result_kb", 64, "Largest text one MCP tool result carries, in KiB; a longer stage or diff is "
                                      "cut at a line, and the result says so and how to ask for the rest."),
     Setting("poll_interval_ms", 700, "How often the page asks for a running job's progress."),

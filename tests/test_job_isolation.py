@@ -156,8 +156,8 @@ def test_no_signal_path_reaches_a_concurrent_job_or_the_template(app, spare):
     killed = wait_job(client, killer, timeout=LISTEN_S + 60)
     ended = wait_job(client, victim, timeout=LISTEN_S + 60)
     for job in (ended, attacked, killed):
-        assert job["timings"]["job"]["spare"].get("forked_from_template", False) is (spare == "template"), job["timings"]
-        assert job["timings"]["job"]["spare"]["ready"] is True
+        taken = job["timings"]["job"]["spare"]
+        assert taken.get("forked_from_template", False) is (spare == "template") and taken["ready"] is True, taken
 
     assert attacked["status"] == "done", attacked["error"]
     seen = json.loads(stage_text(client, attacker, "run.stdout"))

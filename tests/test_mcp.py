@@ -312,3 +312,49 @@ def test_a_virtual_gpu_job_s_reproducer_says_what_it_needs(tmp_path):
 def _has_cuda() -> bool:
     from tests.conftest import HAS_CUDA
     return HAS_CUDA
+
+
+def test_waits_are_bounded_per_client_and_a_refused_wait_says_when_to_come_back(tmp_path):
+    """Before: ten concurrent `job_status {"wait_s": 30}` calls of one client held ten of the web
+    server's threads for their whole wait, and pages stopped answering. Now one client waits in at
+    most mcp_max_waits_per_client calls at once: the others are refused at once (RateLimited, with
+    retry_after_s), a compile whose wait is refused still makes its job, and `wait_s: 0` is never
+    refused."""
+    served = Serve(str(tmp_path / "var"), dict(SETTINGS, languages="fake", mcp_compile_wait_s=20,
+                                               mcp_max_waits=3, mcp_max_waits_per_client=2)).start()
+    try:
+        async def work(session: ClientSession):
+            slow = _result(await session.call_tool("compile", {"language": "fake", "wait_s": 0,
+                                                               "source": "import time\ntime.sleep(12)\n"}))
+            outcomes: list = []
+
+            async def one_wait():
+                async def status(other: ClientSession):
+                    try:
+                        return _result(await other.call_tool("job_status", {"job_id": slow["job"], "wait_s": 20}))
+                    except MCPError as e:
+                        return e
+                outcomes.append(await _http_session(served.base, status))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(6):
+                    group.start_soon(one_wait)
+                await anyio.sleep(3)  # the two admitted waits are waiting now
+                compiled = _result(await session.call_tool("compile", {"language": "fake", "wait_s": 20,
+                                                                       "source": "print('queued')\n"}))
+                now = _result(await session.call_tool("job_status", {"job_id": slow["job"], "wait_s": 0}))
+            return outcomes, compiled, now
+        outcomes, compiled, now = over_http(served.base, work)
+    finally:
+        served.stop()
+    refused = [o for o in outcomes if isinstance(o, MCPError)]
+    waited = [o for o in outcomes if not isinstance(o, MCPError)]
+    assert len(waited) == 2 and len(refused) == 4, outcomes
+    assert all(job["status"] == "done" for job in waited), waited  # they waited the 12 s sleep out
+    for error in refused:
+        assert error.error.code == ErrorKind.RateLimited.mcp_code and error.error.data["kind"] == "RateLimited"
+        assert 1 <= error.error.data["retry_after_s"] <= 20, error.error.data
+        assert "mcp_max_waits_per_client" in error.error.message
+    assert compiled["job"] and compiled["status"] in ("queued", "running", "done"), compiled
+    assert "mcp_max_waits_per_client" in compiled["wait_refused"] and 1 <= compiled["retry_after_s"] <= 20
+    assert now["status"] == "running" and "wait_refused" not in now

@@ -308,7 +308,12 @@ def test_job_runs_as_the_unprivileged_sandbox_user(hostile, secret):
 SYSCALLS_X86_64 = {"add_key": 248, "keyctl": 250, "request_key": 249, "unshare": 272, "setns": 308,
                    "ptrace": 101, "process_vm_readv": 310, "bpf": 321, "perf_event_open": 298, "mount": 165,
                    "umount2": 166, "pivot_root": 155, "kexec_load": 246, "init_module": 175, "finit_module": 313,
-                   "userfaultfd": 323, "clone3": 435}
+                   "userfaultfd": 323, "clone3": 435, "io_uring_setup": 425, "io_uring_enter": 426,
+                   "io_uring_register": 427, "move_pages": 279, "migrate_pages": 256}
+# personality(): the default and the query answer; ADDR_NO_RANDOMIZE and friends are refused,
+# spelled with bit 31 too and with bits above the 32 the kernel reads
+PERSONALITIES = {0: "allowed", 0xFFFFFFFF: "allowed", 0x0040000: "EPERM", 0x0400000: "EPERM", 0x0008: "EPERM",
+                 0x80040000: "EPERM", 0xFFFBFFFF: "EPERM", (1 << 32) | 0x0040000: "EPERM"}
 
 
 @needs_bwrap
@@ -326,6 +331,8 @@ def test_the_seccomp_filter_refuses_keys_namespaces_tracing_and_the_kernel_from_
               "    return errno.errorcode.get(ctypes.get_errno(), '') if r == -1 else 'allowed'\n"
               f"seen = {{name: call(nr, 0, 0, 0, 0, 0) for name, nr in {SYSCALLS_X86_64!r}.items()}}\n"
               "seen['add_key(@u)'] = call(248, b'user', b'irscope-test', b'secret', 6, ctypes.c_long(-4))\n"
+              f"seen['personality'] = {{p: call(135, ctypes.c_ulong(p)) for p in {list(PERSONALITIES)!r}}}\n"
+              "seen['io_uring fd'] = libc.syscall(425, 4, ctypes.create_string_buffer(120))\n"
               "seen['clone(CLONE_NEWUSER)'] = call(56, 0x10000000 | 17, 0, 0, 0, 0)\n"
               "pid = os.fork()\n"
               "if pid == 0:\n    os._exit(7)\n"
@@ -340,6 +347,8 @@ def test_the_seccomp_filter_refuses_keys_namespaces_tracing_and_the_kernel_from_
     denied = {name: "EPERM" for name in SYSCALLS_X86_64} | {"clone3": "ENOSYS"}
     assert {k: seen[k] for k in SYSCALLS_X86_64} == denied
     assert seen["add_key(@u)"] == "EPERM" and seen["clone(CLONE_NEWUSER)"] == "EPERM"
+    assert {int(k): v for k, v in seen["personality"].items()} == PERSONALITIES
+    assert seen["io_uring fd"] == -1  # before: io_uring_setup(4, params) returned a file descriptor
     assert (seen["fork"], seen["thread"], seen["Seccomp"]) == (7, "ok", "2")
     assert seen["unshare -Ur"] != 0
 

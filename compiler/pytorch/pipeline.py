@@ -13,6 +13,7 @@ inputs and parameters need against the worker's memory, and always on a virtual 
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import time
@@ -69,10 +70,18 @@ example_inputs = (torch.randn(8, 64),)
 
 def _validate_inductor_config(value: dict[str, Any]) -> dict[str, Any]:
     # Keys are checked against torch._inductor.config in the worker (the web process has no torch);
-    # here only the shape is checked.
-    for key in value:
-        if not isinstance(key, str) or not key.replace(".", "_").replace("_", "a").isalnum():
+    # here only the shape: a dotted name, and a value Python reads back from its repr (the
+    # reproducer writes `inductor_config.<key> = <repr>`; NaN and infinities are not literals).
+    for key, item in value.items():
+        if not isinstance(key, str) or not all(part.isidentifier() for part in key.split(".")):
             raise OptionError(f"inductor_config key {key!r} is not a config name")
+        try:
+            same = ast.literal_eval(repr(item)) == item
+        except (ValueError, SyntaxError):
+            same = False
+        if not same:
+            raise OptionError(f"inductor_config value of {key!r} must be true, false, null, a finite number, "
+                              f"a string, or a list or object of those, not {item!r}")
     return value
 
 

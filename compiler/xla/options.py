@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import mmap
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,11 @@ def debug_option_fields() -> dict[str, DebugOptionField]:
 
 # Options irscope sets itself for every compile: the user may not move the dump or device count.
 RESERVED = ("xla_dump_", "xla_force_host_platform_device_count", "xla_enable_dumping")
+# String options that name a file or directory (read, written, or searched): a job's files are the
+# server's, as the dump's are, and a reproducer run elsewhere would read or write the reader's.
+_PATH_LIKE = re.compile(r"_(path|dir|file|filename|to|from)$")
+# A string value is one token: no space, no control character (an XLA flag's value on a command line).
+_TOKEN = re.compile(r"[^\s\x00-\x1f\x7f]+")
 
 
 def validate_xla_options(options: dict[str, Any], fields: dict[str, DebugOptionField] | None = None) -> dict[str, Any]:
@@ -132,7 +138,7 @@ def validate_xla_options(options: dict[str, Any], fields: dict[str, DebugOptionF
         if not fields:  # no jaxlib in this process: the worker's compile checks the name
             if not name.startswith("xla_"):
                 raise ValueError(f"unknown XLA option {name!r}: XLA debug options start with 'xla_'")
-            out[name] = value
+            out[name] = _one_token(name, value) if isinstance(value, str) else value
             continue
         field = fields.get(name)
         if field is None:
@@ -143,6 +149,15 @@ def validate_xla_options(options: dict[str, Any], fields: dict[str, DebugOptionF
     return out
 
 
+def _one_token(name: str, value: str) -> str:
+    if _PATH_LIKE.search(name):
+        raise ValueError(f"XLA option {name!r} names a file or directory, which irscope does not let a job "
+                         "choose (the server's files, as the dump's)")
+    if not _TOKEN.fullmatch(value):
+        raise ValueError(f"XLA option {name!r} takes one token (no spaces or control characters), not {value!r}")
+    return value
+
+
 def _coerce(field: DebugOptionField, value: Any) -> Any:
     name, kind = field.name, field.type
     if field.repeated:
@@ -150,9 +165,9 @@ def _coerce(field: DebugOptionField, value: Any) -> Any:
         # reachable through DebugOptions' own setters, which take a comma-separated string.
         if name in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only"):
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                return ",".join(value)
+                return _one_token(name, ",".join(value))
             if isinstance(value, str):
-                return value
+                return _one_token(name, value)
             raise ValueError(f"XLA option {name!r} takes a list of pass names or a comma-separated string")
         raise ValueError(f"XLA option {name!r} is a repeated field, which XLA's option overrides cannot set")
     if kind == "bool":
@@ -178,7 +193,7 @@ def _coerce(field: DebugOptionField, value: Any) -> Any:
     if kind == "string":
         if not isinstance(value, str):
             raise ValueError(f"XLA option {name!r} is a string, not {value!r}")
-        return value
+        return _one_token(name, value)
     if kind == "enum":
         if isinstance(value, str) and value in field.enum_values:
             return value

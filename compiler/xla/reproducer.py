@@ -1,6 +1,6 @@
 """An `hlo`, `stablehlo` or `jax` job's reproducer: a standalone script that compiles the job's input
 with the XLA in plain jax/jaxlib, outside irscope, with XLA's dump flags set (every pass's HLO as
-text, the job's DebugOptions), and writes XLA's dump, the StableHLO and the optimized HLO into a folder.
+text), with the job's DebugOptions as compile options (data, never flags), and writes XLA's dump, the StableHLO and the optimized HLO into a folder.
 
 Built as text in the web process (compiler/pipeline.py `Pipeline.reproducer`): no jax here.
 """
@@ -39,6 +39,8 @@ partitions = int(parts.group(1)) if parts and {read_partitions} else {devices}
 backend = jax_backend.get_backend()
 devices = backend.devices()[: replicas * partitions]
 options = jax_backend.get_compile_options(replicas, partitions, env_options_overrides=OVERRIDES)
+for key, value in PASS_LISTS.items():  # repeated DebugOptions fields: their own setters, as irscope sets them
+    setattr(options.executable_build_options.debug_options, key, value)
 options.executable_build_options.use_shardy_partitioner = {shardy}
 executable = backend.compile_and_load(module, _jax.DeviceList(tuple(devices)), options)
 optimized = "\\n".join(m.to_string() for m in executable.hlo_modules())
@@ -66,29 +68,31 @@ print(f"reproducer: {len(dumped)} files of XLA's dump in {DUMP}; the StableHLO a
 
 
 def _flag(value: Any) -> str:
+    """One of irscope's own dump flags' values (constants, never the job's)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
     return str(value)
 
 
 def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str:
     """The reproducer of an XLA job (`hlo`, `stablehlo`, `jax`) of `request`."""
-    options = {o.name: o.default for o in pipeline.options} | dict(request.options)
-    language, target = request.language, str(options.get("target", "cpu"))
-    devices = int(options.get("devices", 8))
-    xla_options = dict(options.get("xla_options") or {})
+    options = pipeline.normalise_options(request.options)  # checked again, as the job checks them
+    language, target = request.language, options["target"]
+    devices = options["devices"]
+    # The job's xla_options are data: compile options overrides, as the job sets them (compiler/xla/
+    # child.py), never spliced into XLA_FLAGS, which holds irscope's own flags only.
+    xla_options = dict(options["xla_options"])
+    pass_lists = {k: xla_options.pop(k) for k in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only")
+                  if k in xla_options}
     gpu = target != "cpu"
-    flags = [f"--xla_force_host_platform_device_count={devices}"] + \
-        [f"--{name}={_flag(value)}" for name, value in xla_options.items()]
     overrides: dict[str, Any] = {"xla_dump_hlo_pass_re": ".*", "xla_dump_hlo_as_text": True,
                                  "xla_dump_include_timestamp": False}
     if gpu:
         overrides["xla_dump_latency_hiding_schedule"] = True
-        if options.get("triton_ir"):
+        if options["triton_ir"]:
             overrides["xla_dump_emitter_re"] = "triton"
-    dump_flags = [f"--{name}={_flag(value)}" for name, value in overrides.items()]
+    flags = [f"--xla_force_host_platform_device_count={int(devices)}"] + \
+        [f"--{name}={_flag(value)}" for name, value in overrides.items()]
     needs = ""
     if gpu:
         needs = (f"The job compiled for {target} ({devices} GPUs), on a virtual topology: irscope's XLA:GPU "
@@ -101,7 +105,7 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
     plain = "jax" if language == "jax" else "jax/jaxlib (its XLA, as irscope does)"
     what = (f"It compiles your {compiled} with plain {plain} for "
             f"{'the GPU' if gpu else f'{devices} virtual CPU devices'}, with XLA's dump flags in XLA_FLAGS: every "
-            "pass's HLO as text, the job's xla_options as flags.")
+            "pass's HLO as text; the job's xla_options as compile options, as the job set them.")
     writes = [f"{_INPUT_NAMES[language]:<18} your input, as the job compiled it",
               "dump/              XLA's dump (xla_dump_to): every pass's HLO, buffer assignment, ...",
               "stablehlo.mlir     the StableHLO XLA compiled",
@@ -109,14 +113,17 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
     parts = [
         reproducers.header(request, toolchain, job_id, pipeline.title, what, writes, needs),
         reproducers.prologue(toolchain, job_id, ("jax", "jaxlib") + (("jax-cuda12-plugin",) if gpu else ())),
+        "import json  # noqa: E402",
         'DUMP = os.path.join(OUT, "dump")',
         "# Set before jax is imported: XLA reads them when its client starts.",
-        f"XLA_FLAGS = {' '.join(flags + dump_flags)!r}",
+        f"XLA_FLAGS = {' '.join(flags)!r}",
         'os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_dump_to=" + DUMP,',
         '                                    XLA_FLAGS]).strip()',
         f'os.environ["JAX_PLATFORMS"] = {"cuda" if gpu else "cpu"!r}',
-        f"OVERRIDES = {json.dumps(dict(overrides, xla_dump_to='<DUMP>'))}".replace('"<DUMP>"', "DUMP")
-        .replace("true", "True").replace("false", "False"),
+        "# irscope's dump options, then the job's xla_options (DebugOptions fields), read from JSON",
+        f"OVERRIDES = dict(json.loads({reproducers.python_literal(json.dumps(overrides))}), xla_dump_to=DUMP)",
+        f"OVERRIDES.update(json.loads({reproducers.python_literal(json.dumps(xla_options))}))",
+        f"PASS_LISTS = json.loads({reproducers.python_literal(json.dumps(pass_lists))})",
         "",
         reproducers.write_source(_INPUT_NAMES[language], request.source),
     ]
