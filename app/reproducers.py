@@ -19,7 +19,8 @@ def script(job_id: str) -> str:
         raise not_found(f"no job {job_id!r}")
     text = registry.get(job.request.language).reproducer(job.request, job.toolchain, job.id)
     if text is None:
-        raise not_found(f"irscope makes no reproducer for {job.request.language} jobs")
+        raise not_found(f"irscope makes no reproducer for this job: {job.request.language} jobs have none, or "
+                        "its options are refused now as a new job's would be")
     return text
 
 

@@ -196,7 +196,13 @@ class Pipeline:
         irscope (for a bug report upstream), or None where the language has none. By convention it
         is written by the `script(pipeline, request, toolchain, job_id)` of the pipeline's package's
         `reproducer` module (compiler/<package>/reproducer.py, text only: the web process builds
-        it, so it imports no compiler), which a pipeline need not name."""
+        it, so it imports no compiler), which a pipeline need not name. The request's options are
+        checked again as the job checks them (a stored job made before a rule was added), and a job
+        whose options are refused now has none either."""
+        try:
+            request = Request(request.language, request.source, self.normalise_options(request.options))
+        except OptionError:
+            return None
         package = type(self).__module__.rpartition(".")[0]
         try:
             module = importlib.import_module(package + ".reproducer")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any
 
 from compiler.model import Request
 

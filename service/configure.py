@@ -75,7 +75,7 @@ def runner_config(values: dict[str, Any], user: sandbox.SandboxUser | None, data
                         keep_job_dirs=bool(values["keep_job_dirs"]), spare_workers=int(values["spare_workers"]),
                         spare_memory_mb=int(values["spare_memory_mb"]),
                         spare_template_slots=int(values["spare_template_slots"]) if values["sandbox"] == "bwrap" else 0,
-                        user=user)
+                        user=user, client_store_bytes=int(values["client_store_mb"]) << 20)
 
 
 def jobs_config(values: dict[str, Any], languages: tuple[str, ...]) -> JobsConfig:

@@ -35,6 +35,9 @@ class RunnerConfig:
     spare_memory_mb: int = 0  # what the spares may hold in memory together (0: no bound)
     spare_template_slots: int = 0  # jobs one spare template forks (0: a spare is one started process)
     user: sandbox.SandboxUser | None = None  # the host user jobs run as (with a root server)
+    # what one client's jobs and uploads may keep in the store (setting client_store_mb; 0: no
+    # quota): admission checks it before a job, the runner while the job's stages are stored
+    client_store_bytes: int = 0
 
     @property
     def job_disk_bytes(self) -> int:

@@ -216,9 +216,11 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     last_progress = [""]
     broken: list[str] = []  # the rule the job's output broke, if it broke one
     full: list[str] = []  # the store could not take a stage: its disk is full
+    quota = ClientQuota(store, job.id, config.client_store_bytes)
+    over_quota: list[str] = []  # the client's quota was reached while this job's stages were stored
 
     def collect(final: bool = False) -> Manifest | None:
-        if broken:
+        if broken or over_quota:
             return None
         try:
             manifest = reader.manifest(final)
@@ -234,6 +236,11 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
                 stage.size = len(text.encode("utf-8"))
                 store.add_stage(job.id, position, stage, text)
                 stored.add(stage.key)
+                why = quota.over(stage.size)
+                if why:
+                    over_quota.append(why)
+                    proc.stop()
+                    return None
         except BundleRuleError as e:
             # A hostile or broken worker: stop it now and keep nothing more of what it wrote.
             broken.append(str(e))
@@ -273,6 +280,8 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
     if full:
         error = JobError(ErrorKind.StorageFull, f"the store's disk is full ({full[0]}): the stages stored so far "
                                                 "are kept, the rest of this job's were not stored")
+    elif over_quota:
+        error = JobError(ErrorKind.StorageQuota, over_quota[0])
     elif broken:
         error = JobError(ErrorKind.ResultRuleError, f"the job's result bundle broke a rule of the runner: {broken[0]}. "
                                                     "The job was stopped and nothing of that file was stored.")
@@ -308,6 +317,34 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         job_dirs.release(job_dir)
     if spares is not None and key is not None:
         _logged(spares.fill, key)
+
+
+class ClientQuota:
+    """The client's store quota (setting client_store_mb) held while a job's stages are stored.
+    Admission checks it before a job exists; a client's running jobs could still pass it by what
+    each one stores (up to job_disk_mb apiece), so the runner checks again as it stores: the client's
+    bytes are read from the store again each time this job has stored another `every` bytes, and
+    once they pass the quota the job is stopped, the stages stored so far kept."""
+
+    def __init__(self, store: Store, job_id: str, quota_bytes: int, every: int = 1 << 20):
+        self.store, self.quota, self.every = store, quota_bytes, every
+        self.client = store.job_client(job_id) if quota_bytes else ""
+        self._since = every  # read at the first stage
+
+    def over(self, stage_bytes: int) -> str | None:
+        """Why the job must stop after a stage of `stage_bytes` was stored, or None."""
+        if not self.quota or not self.client:
+            return None
+        self._since += stage_bytes
+        if self._since < self.every:
+            return None
+        self._since = 0
+        held = self.store.client_bytes(self.client)
+        if held <= self.quota:
+            return None
+        return (f"your jobs and uploads keep {held >> 20:,} MiB in the store, past the {self.quota >> 20:,} MiB one "
+                "client may keep (setting client_store_mb): this job was stopped, the stages stored so far are kept. "
+                "Your jobs nobody links to are deleted as they age (setting keep_jobs_days)")
 
 
 def _prepared(stage: Stage, text: str, config: RunnerConfig) -> str:

@@ -436,6 +436,11 @@ class Store:
             uploads = s.scalar(select(func.coalesce(func.sum(UploadRow.stored_bytes), 0))) or 0
         return int(jobs) + int(uploads)
 
+    def job_client(self, job_id: str) -> str:
+        """Who asked for the job ("" when unknown)."""
+        with self._session() as s:
+            return s.scalar(select(JobRow.client).where(JobRow.id == job_id)) or ""
+
     def client_bytes(self, client: str) -> int:
         """What one client's jobs and uploads keep in the store."""
         with self._session() as s:
@@ -529,11 +534,16 @@ class Store:
     # --- permalinks --------------------------------------------------------------------------
     def create_shortlink(self, link_id: str, job_id: str) -> str:
         """Store `link_id` -> job, unless the id exists already: links are immutable, so the first
-        job a link was made for stays its answer."""
+        job a link was made for stays its answer while it exists. A link whose job is gone (an
+        operator deleted it; retention never deletes a linked job) answers the job made for it now:
+        a link id is derived from its request, so that job answers the same request."""
         try:
             with self._lock, self._session.begin() as s:
-                if s.get(ShortlinkRow, link_id) is None:
+                row = s.get(ShortlinkRow, link_id)
+                if row is None:
                     s.add(ShortlinkRow(id=link_id, job_id=job_id))
+                elif s.get(JobRow, row.job_id) is None:
+                    row.job_id = job_id
         except IntegrityError:
             pass
         return link_id

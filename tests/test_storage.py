@@ -10,8 +10,9 @@ import time
 
 from sqlalchemy import update
 
+from service import retention
 from service.store import JobRow
-from tests.conftest import compile_and_wait, make_app, needs_bwrap
+from tests.conftest import compile_and_wait, make_app, needs_bwrap, wait_job
 
 
 def _upload(client, data: bytes, **headers):
@@ -37,14 +38,23 @@ def test_a_refused_upload_stores_nothing(tmp_path):
 
 @needs_bwrap
 def test_a_client_over_its_quota_gets_no_new_job_until_its_old_ones_go(tmp_path):
+    """Admission checks the quota before a job; the runner checks it again while the job's stages
+    are stored. Before: a job admitted under the quota stored all it made, so a client's running
+    jobs passed the quota by up to max_jobs_per_client x job_disk_mb."""
     app = make_app(tmp_path, languages="fake", client_store_mb=1)
     try:
         client = app.test_client()
         svc = app.extensions["irscope"]
-        for n in range(2):  # each keeps about 0.6 MB: random bytes in hex, cut at output_limit_kb
-            job = compile_and_wait(client, "fake", f"import os\nprint(os.urandom(600 * 1024).hex())  # {n}\n")
-            assert job["status"] == "done", job["error"]
-        assert svc.store.client_bytes("127.0.0.1") > 1 << 20
+        # each keeps about 0.6 MB: random bytes in hex, cut at output_limit_kb
+        first, second = (compile_and_wait(client, "fake", f"import os\nprint(os.urandom(600 * 1024).hex())  # {n}\n")
+                         for n in range(2))
+        assert first["status"] == "done", first["error"]
+        # admitted at 0.6 MB, the second passed the quota as its output was stored: stopped there
+        assert second["status"] == "failed" and second["error"]["kind"] == "StorageQuota", second["error"]
+        assert "this job was stopped, the stages stored so far are kept" in second["error"]["message"]
+        assert "run.stdout" in [s["key"] for s in second["stages"]]
+        held = svc.store.client_bytes("127.0.0.1")
+        assert 1 << 20 < held < (1 << 20) + 2 * 600 * 1024  # past it by one stage at most
         r = client.post("/api/compile", json={"language": "fake", "source": "x = 1"})
         assert r.status_code == 429 and r.get_json()["error"]["kind"] == "StorageQuota"
         assert "(setting client_store_mb)" in r.get_json()["error"]["message"]
@@ -197,3 +207,45 @@ def test_a_full_disk_while_a_job_stores_its_stages_keeps_what_was_stored_and_say
         assert store.stage_text(job["id"], "run.stdout")[1] == "hello\n"
     finally:
         app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_a_lessons_job_is_kept_by_the_collection_and_recompiled_when_gone(tmp_path):
+    """A lesson opens at the permalink of its request, so the collection keeps its job as it keeps
+    any linked job (even past keep_jobs_days, the store over its cap). Should the job be gone all
+    the same (an operator deleted it), the lesson's next visit compiles it again behind the same
+    permalink, where before the link kept answering the deleted job: 404."""
+    lessons = tmp_path / "lessons" / "hello"
+    lessons.mkdir(parents=True)
+    (lessons / "source.py").write_text("print('a lesson')\n")
+    (lessons / "lesson.toml").write_text('title = "Hello"\ntopic = "Tests"\norder = 1\nlanguage = "fake"\n'
+                                         'source = "source.py"\nfirst_stage = "run.stdout"\n'
+                                         'explanation = "It prints."\n')
+    app = make_app(tmp_path, languages="fake", examples_dir=str(tmp_path / "lessons"))
+    try:
+        client = app.test_client()
+        svc = app.extensions["irscope"]
+        opened = client.get("/examples/hello")
+        assert opened.status_code == 303, opened.get_data(as_text=True)
+        link = opened.headers["Location"].split("#")[0].rsplit("/", 1)[-1]
+        job_id = svc.store.shortlink_job(link)
+        deadline = time.monotonic() + 60
+        while not svc.store.get_job(job_id).finished and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # older than the collection's keep_days below (0.09 s)
+        retention.collect(svc.store, dataclasses.replace(svc.storage, keep_days=1e-6), lambda _: set())
+        assert svc.store.get_job(job_id) is not None  # linked: kept
+
+        with svc.store._session.begin() as s:  # an operator's delete, bypassing the collection's rules
+            s.execute(JobRow.__table__.delete().where(JobRow.id == job_id))
+        assert client.get(f"/z/{link}").status_code == 404
+        again = client.get("/examples/hello")
+        assert again.status_code == 303 and again.headers["Location"].split("#")[0].endswith(f"/z/{link}")
+        new_id = svc.store.shortlink_job(link)
+        assert new_id != job_id
+        job = wait_job(client, new_id, timeout=120)
+        assert job["status"] == "done" and job["request"]["source"] == "print('a lesson')\n", job
+        assert client.get(f"/z/{link}").status_code == 200
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+

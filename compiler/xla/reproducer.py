@@ -1,6 +1,7 @@
 """An `hlo`, `stablehlo` or `jax` job's reproducer: a standalone script that compiles the job's input
 with the XLA in plain jax/jaxlib, outside irscope, with XLA's dump flags set (every pass's HLO as
-text), with the job's DebugOptions as compile options (data, never flags), and writes XLA's dump, the StableHLO and the optimized HLO into a folder.
+text) and the job's DebugOptions as compile options (data, never flags), and writes XLA's dump, the
+StableHLO and the optimized HLO into a folder.
 
 Built as text in the web process (compiler/pipeline.py `Pipeline.reproducer`): no jax here.
 """
@@ -76,7 +77,7 @@ def _flag(value: Any) -> str:
 
 def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str:
     """The reproducer of an XLA job (`hlo`, `stablehlo`, `jax`) of `request`."""
-    options = pipeline.normalise_options(request.options)  # checked again, as the job checks them
+    options = request.options  # normalised (Pipeline.reproducer)
     language, target = request.language, options["target"]
     devices = options["devices"]
     # The job's xla_options are data: compile options overrides, as the job sets them (compiler/xla/
