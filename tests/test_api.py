@@ -115,7 +115,7 @@ def test_diff_between_stages(client):
 def test_languages_lists_option_schemas(client):
     body = client.get("/api/languages").get_json()
     fake = next(lang for lang in body["languages"] if lang["key"] == "fake")
-    assert {o["name"] for o in fake["options"]} == {"shout", "stage_delay_s", "target"}
+    assert {o["name"] for o in fake["options"]} == {"shout", "spare", "stage_delay_s", "target"}
 
 
 def test_timings_view_draws_measured_numbers():
