@@ -440,8 +440,8 @@ def build(backend: Backend) -> MCPServer:
             tools.waits.give_back(token)
         return await call(tools.summary, job, cached, time.monotonic() - started)
 
-    @server.tool(description="The languages this irscope server compiles (pytorch, triton, gluon, helion, cute, "
-                             "hlo, stablehlo, jax, ...), each with its options (name, kind, default, choices, "
+    @server.tool(description=f"The languages this irscope server compiles ({', '.join(registry.offered())}, "
+                             "...), each with its options (name, kind, default, choices, "
                              "help), its targets (host CPU, cuda:sm_80/sm_90/sm_100, XLA GPU topologies) and an "
                              "example source showing the conventions (PyTorch: define `model` and "
                              "`example_inputs`, or KernelBench's Model/get_inputs/get_init_inputs). Call it first.")

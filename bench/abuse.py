@@ -34,7 +34,6 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -42,10 +41,7 @@ import urllib.error
 import urllib.request
 import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from tests.real_servers import Serve, http  # noqa: E402 - the repository root first
+from testbed.real_servers import Serve, http
 
 TARGET_P99_MS = 200.0
 ORDINARY = "import math\nvalue = sum(math.sqrt(n) for n in range(20000))\nprint('ok', {n}, round(value))\n"

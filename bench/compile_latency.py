@@ -38,10 +38,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from tests.real_servers import Serve, http  # noqa: E402 - the repository root first
+from testbed.real_servers import Serve, http
 
 SOURCE = "import torch\n\n\ndef model(x):\n    return torch.sin(x) * 2 + {c}\n\n\nexample_inputs = (torch.randn(64),)\n"
 CLI_CALL = "\ntorch.compile(model)(*example_inputs)\n"

@@ -24,7 +24,6 @@ import tempfile
 import time
 
 ROOT = __file__.rsplit("/bench/", 1)[0]
-sys.path.insert(0, ROOT)
 
 MLP = '''\
 import torch
@@ -58,7 +57,7 @@ example_inputs = (torch.randn(64, 512),)
 
 def run_one(source: str, options: dict, out: str) -> None:
     """Child side: one job, as the worker runs it; its bundle in `out`."""
-    from tests.bundle_jobs import run_job
+    from testbed.bundle_jobs import run_job
     run_job("pytorch", source, options, out)
 
 

@@ -22,7 +22,6 @@ import tempfile
 import time
 
 ROOT = __file__.rsplit("/bench/", 1)[0]
-sys.path.insert(0, ROOT)
 
 
 def run_one(language: str, target: str, options: dict, out: str) -> None:

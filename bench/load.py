@@ -29,10 +29,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from tests import real_servers  # noqa: E402
+from testbed import real_servers
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "gelu", "silu")
 

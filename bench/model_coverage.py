@@ -25,8 +25,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -39,12 +39,12 @@ import tempfile
 import time
 from urllib.parse import quote
 
+# the benchmark beside this one (its folder is the script's, first on the path)
+from compile_latency import SOURCE, cli_runs, constant, fmt, one_job, worker_of
+
+from testbed.real_servers import Serve, http
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from bench.compile_latency import SOURCE, cli_runs, constant, fmt, one_job, worker_of  # noqa: E402 - the repository root first
-from tests.real_servers import Serve, http  # noqa: E402
-
 TARGETS = {"small_all_stages_vs_cli": 0.3, "small_first_ptx_vs_cli": 0.2, "transformer_first_ptx_s": 10.0}
 
 

@@ -16,11 +16,8 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
-
-sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 
 
 def one(language: str, source: str, options: dict) -> tuple[float, dict, dict]:

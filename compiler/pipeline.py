@@ -130,6 +130,8 @@ class Pipeline:
     # spare_template.py): only where prepare_spare leaves nothing a fork breaks (no thread of
     # Python's running, no thread pool that refuses to work in a forked child).
     template_kinds: tuple[str, ...] = ()
+    # The logs made elsewhere this language reads for the `import` language (LogReader).
+    log_readers: tuple["LogReader", ...] = ()
     # A language whose jobs are made from an uploaded file (the `import` language), never from a
     # pasted source: POST /api/compile refuses it; the runner copies `inputs(request)` into the job.
     made_by_upload: bool = False
@@ -191,6 +193,10 @@ class Pipeline:
         runner writes them there before the worker starts (JobContext.inputs_dir)."""
         return {}
 
+    # The module whose `script` writes this language's reproducer, where it is not the package's own
+    # `reproducer` module (languages sharing one run share its reproducer).
+    reproducer_module: str = ""
+
     def reproducer(self, request: Request, toolchain: dict[str, str], job_id: str = "") -> str | None:
         """A standalone script that re-runs `request`'s compile with the compiler alone, outside
         irscope (for a bug report upstream), or None where the language has none. By convention it
@@ -203,11 +209,11 @@ class Pipeline:
             request = Request(request.language, request.source, self.normalise_options(request.options))
         except OptionError:
             return None
-        package = type(self).__module__.rpartition(".")[0]
+        name = self.reproducer_module or type(self).__module__.rpartition(".")[0] + ".reproducer"
         try:
-            module = importlib.import_module(package + ".reproducer")
+            module = importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name != package + ".reproducer":
+            if e.name != name:
                 raise
             return None
         return module.script(self, request, toolchain, job_id)
@@ -225,6 +231,24 @@ class UserError(Exception):
         super().__init__(message)
         self.error = JobError(kind=kind, message=message, line=line)
         self.output = ""  # what the program printed before it failed
+
+
+@dataclass(frozen=True)
+class LogReader:
+    """A kind of compiler log made elsewhere that a language reads for the `import` language (an
+    uploaded archive): `module` has `recognise(root, files) -> bool` (the files are this kind) and
+    `read(ctx, root, files) -> dict` (writes its stages with the language's own stage writers and
+    returns what the page says of where the log came from)."""
+
+    kind: str  # the `import` language's option value: torch_trace, tritonparse, xla_dump, ...
+    title: str  # what it is, for the option's help: "a TORCH_TRACE directory"
+    module: str  # read at job time, in the sandbox
+
+
+def first_line(path: str, limit: int = 1 << 20) -> str:
+    """A file's first line (at most `limit` characters): what recognises a log's kind."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.readline(limit)
 
 
 @dataclass(frozen=True)

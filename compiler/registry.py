@@ -11,19 +11,36 @@ from compiler.pipeline import Pipeline
 # key -> "module:Class". One line per language; a key appears once.
 _TABLE: dict[str, str] = {}
 _LOADED: dict[str, Pipeline] = {}
+_OFFERED: list[str] = []  # the keys a server offers unless its `languages` setting says otherwise
 
 
-def register(key: str, target: str) -> None:
-    """Add a pipeline under `key`. A key registered twice is a programming error."""
+def register(key: str, target: str, offered: bool = True) -> None:
+    """Add a pipeline under `key`; `offered`: in the `languages` setting's default (and so in every
+    list of languages derived from it). A key registered twice is a programming error."""
     if key in _TABLE:
         raise ValueError(f"pipeline {key!r} is already registered ({_TABLE[key]})")
     if ":" not in target:
         raise ValueError(f"pipeline target must be 'module:Class', not {target!r}")
     _TABLE[key] = target
+    if offered:
+        _OFFERED.append(key)
+
+
+def offered() -> list[str]:
+    """The languages a server offers by default, in the registry's order: this table is the only
+    list of languages (the setting's default, the tests', the tools' descriptions derive from it)."""
+    return list(_OFFERED)
 
 
 def keys() -> list[str]:
     return list(_TABLE)
+
+
+def package(key: str) -> str:
+    """The compiler package `key`'s pipeline lives in (`compiler.<package>.pipeline`), read from
+    the table without importing it."""
+    parts = _TABLE[key].split(":")[0].split(".")
+    return parts[1] if parts[0] == "compiler" and len(parts) > 2 else parts[0]
 
 
 def get(key: str) -> Pipeline:
@@ -55,12 +72,14 @@ def guess(path: str, source: str, offered: tuple[str, ...] | list[str]) -> str:
 
 
 register("pytorch", "compiler.pytorch.pipeline:PyTorchPipeline")
-register("fake", "compiler.fake.pipeline:FakePipeline")
+register("triton", "compiler.triton.pipeline:TritonPipeline")
+register("gluon", "compiler.gluon.pipeline:GluonPipeline")
+register("helion", "compiler.helion.pipeline:HelionPipeline")
+register("cute", "compiler.cute.pipeline:CutePipeline")
 register("hlo", "compiler.xla.pipeline:HloPipeline")
 register("stablehlo", "compiler.xla.pipeline:StableHloPipeline")
 register("jax", "compiler.xla.pipeline:JaxPipeline")
-register("triton", "compiler.triton.pipeline:TritonPipeline")
-register("gluon", "compiler.triton.pipeline:GluonPipeline")
-register("helion", "compiler.triton.pipeline:HelionPipeline")
-register("cute", "compiler.cute.pipeline:CutePipeline")
-register("import", "compiler.imports.pipeline:ImportPipeline")
+# the test pipeline, offered only where the `languages` setting names it
+register("fake", "compiler.fake.pipeline:FakePipeline", offered=False)
+# logs made elsewhere: offered by the `imports` setting, never pasted
+register("import", "compiler.imports.pipeline:ImportPipeline", offered=False)

@@ -9,7 +9,7 @@ The runner reads it outside the sandbox, so it trusts nothing:
 - stage files must have the names the worker's Bundle gives them (`NNNN.txt`);
 - every read is capped here: the manifest, each stage, the stages of a job together;
 - every manifest field is checked: key syntax, a known format, plain JSON of bounded size, and the
-  typed meta the page reads (`ir_locations`, compiler/formats.py).
+  typed meta the page reads (`ir_locations`, compiler/formats/ir_links.py).
 
 A broken rule raises BundleRuleError naming the rule; nothing of the offending file is stored.
 """
@@ -26,7 +26,7 @@ from compiler import formats
 from compiler.errors import ErrorKind
 from compiler.model import JobError, JobSettings, Manifest, Stage
 
-# Stage formats a pipeline may write (compiler/formats.py; each has a viewer, tests/test_formats.py checks).
+# Stage formats a pipeline may write (compiler/formats/; each has a viewer, tests/test_formats.py checks).
 KNOWN_FORMATS = frozenset(formats.FORMATS)
 STAGE_FILE_RE = re.compile(r"^\d{4}\.txt$")
 # Stage keys: a kind, then qualifiers (`dynamo.fx_graph:0/0_1`, `kernel:cpp_fused_add_0`,

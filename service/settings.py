@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from compiler import registry
 from compiler.model import JobSettings
 
 
@@ -44,7 +45,7 @@ def _job(name: str, help: str) -> Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", "./var", "Where the database and the per-job scratch directories live."),
     Setting("database_url", "", "SQLAlchemy URL of the store; empty means SQLite at DATA_DIR/irscope.db."),
-    Setting("languages", "pytorch,triton,gluon,helion,cute,hlo,stablehlo,jax",
+    Setting("languages", ",".join(registry.offered()),
             "Comma-separated languages this server offers (`fake` is the test pipeline)."),
     Setting("workers", 2, "Jobs run at the same time, each in its own sandboxed process."),
     Setting("sandbox", "bwrap", "`bwrap` runs every job under bubblewrap; `none` runs jobs unsandboxed "

@@ -1,5 +1,5 @@
 """The browser tests' shared side: Debian's Chromium driven by Playwright against a real `irscope
-serve` process (tests/real_servers.py), every page under a strict Content-Security-Policy (no
+serve` process (testbed/real_servers.py), every page under a strict Content-Security-Policy (no
 'unsafe-inline', no 'unsafe-eval'), every console error and CSP violation failing the test that
 caused it; and the helpers that act on the IDE as a user does. Its fixtures reach every test
 module through conftest.py (`pytest_plugins`): one browser per session, one server per module
@@ -16,14 +16,15 @@ from urllib.parse import quote
 
 import pytest
 
+from compiler import registry
+from testbed.real_servers import ROOT, Serve
 from tests.conftest import needs_bwrap
-from tests.real_servers import ROOT, Serve
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 CSP = "default-src 'self'; object-src 'none'; base-uri 'none'"
-LANGUAGES = ("pytorch", "triton", "gluon", "helion", "cute", "hlo", "stablehlo", "jax")
+LANGUAGES = tuple(registry.offered())
 JOB_TIMEOUT_MS = 420_000  # a cold example on a busy 2-core machine; a job that hangs fails here
 # Viewers that draw (SVG) or tabulate instead of showing the artifact's text line by line.
 DRAWN_FORMATS = {"mesh", "memory", "timeline", "svg", "profile", "guards", "resources"}

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 import pytest
 
 from app import create_app
+from compiler import registry
 
 # The browser tests' fixtures (one Chromium, a real server per module, the watched page).
 pytest_plugins = ["tests.browser"]
@@ -217,7 +218,7 @@ def take_background(request, start: Callable[[str], Background], tmp_path_factor
 
 # --- the examples gallery's lessons, compiled once per session -------------------------------------
 
-ALL_LANGUAGES = "pytorch,triton,gluon,helion,cute,hlo,stablehlo,jax"
+ALL_LANGUAGES = ",".join(registry.offered())
 
 
 @dataclass
@@ -264,11 +265,11 @@ def lesson_jobs(tmp_path_factory, pytorch_toolchain_cache) -> LessonJobs:
     svc.runner.shutdown()
 
 
-# --- real Redis and PostgreSQL, one of each per session (tests/real_servers.py) ---------------------
+# --- real Redis and PostgreSQL, one of each per session (testbed/real_servers.py) ---------------------
 
 @pytest.fixture(scope="session")
 def redis_server():
-    from tests import real_servers
+    from testbed import real_servers
     if real_servers.redis_binary() is None:
         pytest.skip("redis-server is not installed (Debian package redis-server; ./run.sh installs it as root)")
     server = real_servers.start_redis()
@@ -279,7 +280,7 @@ def redis_server():
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    from tests import real_servers
+    from testbed import real_servers
     if real_servers.postgres_bindir() is None:
         pytest.skip("PostgreSQL is not installed (Debian package postgresql; ./run.sh installs it as root)")
     server = real_servers.start_postgres()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from tests.bundle_jobs import Job
+    from testbed.bundle_jobs import Job
     from tests.conftest import Background
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,7 +66,7 @@ def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
     from compiler import registry
-    from tests.bundle_jobs import run_job
+    from testbed.bundle_jobs import run_job
     run_job(registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion", "cute")), source, {"target": target}, out)
 
 
@@ -89,7 +89,7 @@ def start_in_background(base: str) -> Background:
 
 @pytest.fixture(scope="module")
 def jobs(request, tmp_path_factory) -> dict[str, Job]:
-    from tests.bundle_jobs import Job
+    from testbed.bundle_jobs import Job
     from tests.conftest import take_background
     base = take_background(request, start_in_background, tmp_path_factory)
     found = {os.path.basename(out): Job(out) for _, _, out in _plan(base)}

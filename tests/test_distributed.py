@@ -136,7 +136,7 @@ COMPILES = {
 
 def _child(out: str, name: str) -> None:
     sys.path.insert(0, ROOT)
-    from tests.bundle_jobs import run_job
+    from testbed.bundle_jobs import run_job
     source, options = COMPILES[name]
     run_job("pytorch", source, options, out)
 
@@ -149,7 +149,7 @@ def start_in_background(base: str):
 
 @pytest.fixture(scope="module")
 def jobs(request, tmp_path_factory):
-    from tests.bundle_jobs import Job
+    from testbed.bundle_jobs import Job
     from tests.conftest import take_background
     base = take_background(request, start_in_background, tmp_path_factory)
     return {name: Job(os.path.join(base, name)) for name in COMPILES}

@@ -1,4 +1,4 @@
-"""The stage formats (compiler/formats.py): every format has a viewer and every viewer a format; a
+"""The stage formats (compiler/formats/): every format has a viewer and every viewer a format; a
 pipeline can write only a declared format (Bundle.add looks each one up, the runner's bundle
 reader refuses any other), and JSON formats reject what their schema does not describe."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """IR-to-IR linking: the compiler's own locations of each line of TTIR, TTGIR, LLVM IR, PTX and SASS
-(compiler/mlir_text.py, compiler/triton/gpu_lines.py), encoded as stage meta (compiler/formats.py
+(compiler/mlir_text.py, compiler/kernels/gpu_lines.py), encoded as stage meta (compiler/formats/ir_links.py
 `ir_locations`), checked by the runner and drawn by the code viewer. On the recorded stages of the
 `triton` pipeline's own softmax example (tests/fixtures/triton/README.md)."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 import viewers
 from compiler import formats, mlir_text
+from compiler.kernels import gpu_lines
 from compiler.model import JobSettings
-from compiler.triton import gpu_lines
 from service.bundle_reader import BundleRuleError, parse_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

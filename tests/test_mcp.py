@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 
 from compiler import registry
 from compiler.errors import ErrorKind
+from testbed.real_servers import IRSCOPE, ROOT, Serve, http
 from tests.conftest import needs_bwrap
-from tests.real_servers import IRSCOPE, ROOT, Serve, http
 
 pytestmark = needs_bwrap
 

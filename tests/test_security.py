@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 import pytest
 
+from testbed.real_servers import ROOT
 from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text, wait_job
-from tests.real_servers import ROOT
 
 PAYLOAD = "\"'><img src=x onerror=alert('xss')><script>alert('xss')</script>"
 
@@ -527,7 +527,7 @@ def _planted(t):
 
 
 def _planted_artifacts() -> dict[str, str]:
-    """One artifact per format (compiler/formats.py), with the payload in every field its viewer shows."""
+    """One artifact per format (compiler/formats/), with the payload in every field its viewer shows."""
     import msgspec.inspect as mi
 
     from compiler import formats

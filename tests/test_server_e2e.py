@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from testbed.real_servers import Serve, http, wait_job
 from tests.conftest import needs_bwrap, seed_toolchain_cache
-from tests.real_servers import Serve, http, wait_job
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 

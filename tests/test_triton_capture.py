@@ -1,14 +1,14 @@
-"""Parsers of Triton's output (compiler/mlir_passes.py, compiler/triton/gpu_lines.py) on recorded fixtures."""
+"""Parsers of Triton's output (compiler/kernels/mlir_passes.py, compiler/kernels/gpu_lines.py) on recorded fixtures."""
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from compiler import mlir_passes, mlir_text
-from compiler.nvidia_tools import parse_ptxas_log
-from compiler.triton import gpu_lines
-from compiler.triton.kernel_stages import parse_amdgcn_usage
+from compiler import mlir_text
+from compiler.kernels import gpu_lines, mlir_passes
+from compiler.kernels.nvidia_tools import parse_ptxas_log
+from compiler.kernels.stages import parse_amdgcn_usage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -166,7 +166,7 @@ def test_inline_asm_line_counting_is_undone_for_sass():
 
 
 def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finish(tmp_path):
-    """compiler/triton/parallel.py with units that report a compilation each: this process's
+    """compiler/kernels/parallel.py with units that report a compilation each: this process's
     units report directly; each helper's finished units reach the capture through their files, in
     unit order; a unit that raised, a helper that died and one that stood still (killed after
     `stalled_s` without CPU time) leave their unit and every later unit of that share to the
@@ -174,8 +174,8 @@ def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finis
     import signal
     import time
 
-    from compiler.triton import parallel
-    from compiler.triton.capture import CompiledRecord, KernelCapture
+    from compiler.kernels import parallel
+    from compiler.kernels.capture import CompiledRecord, KernelCapture
 
     seen: list[tuple[str, int]] = []
     capture = KernelCapture(str(tmp_path / "dumps"), on_compiled=lambda r: seen.append((r.hash, os.getpid())))
@@ -220,8 +220,8 @@ def test_spread_stops_its_helpers_when_this_processs_own_unit_fails(tmp_path):
     reaches the caller and no helper outlives it (a helper still busy is killed and reaped)."""
     import time
 
-    from compiler.triton import parallel
-    from compiler.triton.capture import KernelCapture
+    from compiler.kernels import parallel
+    from compiler.kernels.capture import KernelCapture
 
     capture = KernelCapture(str(tmp_path / "dumps"))
     marks = tmp_path / "marks"

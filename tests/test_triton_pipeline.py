@@ -17,7 +17,7 @@ import pytest
 from torch.testing import FileCheck
 
 if TYPE_CHECKING:  # the child process this file also is imports no test helper at module level
-    from tests.bundle_jobs import Job
+    from testbed.bundle_jobs import Job
     from tests.conftest import Background
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,7 +146,7 @@ OPTIONS = {"helion_configs": {"configs": 3}}  # a job's options besides its targ
 
 def HELION_WRONG_SHAPES() -> str:  # noqa: N802 - a source, like the constants above (imported late)
     """Helion's example calling its matmul on shapes its assert refuses."""
-    from compiler.triton.pipeline import HELION_EXAMPLE
+    from compiler.helion.pipeline import EXAMPLE as HELION_EXAMPLE
     return HELION_EXAMPLE.replace("z = add(matmul(x, y), matmul(x, y))", "z = matmul(x, x)")
 
 
@@ -162,7 +162,7 @@ def _run_job(source: str, target: str, out: str) -> None:
     """Child-process side: run one job as the worker would and write bundle + error.json."""
     sys.path.insert(0, ROOT)
     from compiler import registry
-    from tests.bundle_jobs import run_job
+    from testbed.bundle_jobs import run_job
     language = registry.guess(SOURCE_FILE, source, ("triton", "gluon", "helion"))
     run_job(language, source, {"target": target, **OPTIONS.get(os.path.basename(out), {})}, out)
 
@@ -178,11 +178,11 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", SPILLS, os.path.join(base, "spills")))
     # Gluon's own example, as the `gluon` language offers it: a row softmax whose layout is written
     # out for 32-thread warps, so on gfx942 (64-thread wavefronts) the layout is wrong
-    from compiler.triton.pipeline import GLUON_EXAMPLE as gluon
+    from compiler.gluon.pipeline import EXAMPLE as gluon
     plan.append(("cuda:sm_90", gluon, os.path.join(base, "gluon")))
     plan.append(("hip:gfx942", gluon, os.path.join(base, "gluon_layout_error")))
     # Helion's example, as the `helion` language offers it: a matmul with its config, an add without
-    from compiler.triton.pipeline import HELION_EXAMPLE
+    from compiler.helion.pipeline import EXAMPLE as HELION_EXAMPLE
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion")))
     plan.append(("cuda:sm_90", HELION_WRONG_SHAPES(), os.path.join(base, "helion_wrong_shapes")))
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion_configs")))
@@ -204,7 +204,7 @@ def start_in_background(base: str) -> Background:
 
 @pytest.fixture(scope="module")
 def jobs(request, tmp_path_factory) -> dict[str, Job]:
-    from tests.bundle_jobs import Job
+    from testbed.bundle_jobs import Job
     from tests.conftest import take_background
     plan = _plan(take_background(request, start_in_background, tmp_path_factory))
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
@@ -425,7 +425,7 @@ def test_a_gluon_kernel_keeps_its_written_layout_down_to_sass(jobs):
     """The `gluon` language's example on a virtual sm_90: TTGIR (no TTIR: Gluon starts there) with
     the layout the source writes out, its ops mapped to the user's lines, PTX for sm_90a, SASS and
     the kernel's resources."""
-    from compiler.triton.pipeline import GLUON_EXAMPLE as EXAMPLE
+    from compiler.gluon.pipeline import EXAMPLE
     job = jobs["gluon"]
     assert job.error is None, job.error
     assert "triton.ttir:softmax_kernel" not in job.stages
@@ -445,7 +445,7 @@ def test_a_gluon_kernel_keeps_its_written_layout_down_to_sass(jobs):
 def test_a_gluon_layout_the_target_cannot_take_is_an_error_naming_the_line(jobs):
     """32-thread warps written into the layout, compiled for gfx942's 64-thread wavefronts: Triton's
     verifier says why (MLIR prints it; the job's error carries it) at the user's line."""
-    from compiler.triton.pipeline import GLUON_EXAMPLE as EXAMPLE
+    from compiler.gluon.pipeline import EXAMPLE
     error = jobs["gluon_layout_error"].error
     assert error["kind"] == "CompileError" and error["line"] == _line(EXAMPLE, "gl.max(")
     assert "Layout has 32 threads per warp, but the module specifies 64 threads per warp." in error["message"]
@@ -457,8 +457,8 @@ def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_us
     one, Helion's default for the add, which names none), its config space from Helion's ConfigSpec,
     the Triton module Helion generated linked through its `# src[...]` comments, and that module
     compiled by Triton to PTX and SASS with the user's lines on every IR stage."""
-    from compiler.triton import helion_kernels
-    from compiler.triton.pipeline import HELION_EXAMPLE as source
+    from compiler.helion import kernels as helion_kernels
+    from compiler.helion.pipeline import EXAMPLE as source
     job = jobs["helion"]
     assert job.error is None, job.error
     matmul = json.loads(job.text("helion.config:matmul"))
@@ -499,7 +499,7 @@ def test_a_helion_kernel_refusing_its_inputs_names_the_kernels_line_and_the_call
 def test_helion_configs_sampled_from_the_space_are_compiled_beside_the_chosen_one(jobs):
     """configs=3: each kernel's chosen config and two sampled from its config space, each with its
     Triton module and Triton's stages, so any two can be diffed."""
-    from compiler.triton import helion_kernels
+    from compiler.helion import kernels as helion_kernels
     job = jobs["helion_configs"]
     assert job.error is None, job.error
     for kernel, chosen in (("matmul", helion_kernels.CHOSEN_GIVEN), ("add", helion_kernels.CHOSEN_DEFAULT)):
@@ -573,7 +573,7 @@ def test_real_gpu_runs_and_times_every_launch(tmp_path):
     done = subprocess.run([sys.executable, __file__, "auto", str(src), out], capture_output=True, text=True,
                           timeout=600, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-4000:]
-    from tests.bundle_jobs import Job
+    from testbed.bundle_jobs import Job
     job = Job(out)
     assert job.error is None
     target = job.manifest["timings"]["target"]

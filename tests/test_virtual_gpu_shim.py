@@ -123,7 +123,7 @@ virtual_gpu.install_virtual_cuda(get_target("cuda:sm_90"), runtime)
 assert torch.cuda.get_device_capability() == (9, 0)
 assert torch._C._accelerator_getAccelerator() == torch.device("cuda")
 from compiler.pytorch import compile_only
-from compiler.triton.capture import KernelCapture
+from compiler.kernels.capture import KernelCapture
 mode = compile_only.fake_mode()
 with mode:
     x = torch.randn(8, 32, device="cuda", requires_grad=True)

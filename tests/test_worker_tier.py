@@ -1,5 +1,5 @@
 """The worker tier end to end, on real servers: Debian's redis-server as the Celery broker,
-PostgreSQL as the shared store (both started by the tests, tests/real_servers.py), `irscope serve`
+PostgreSQL as the shared store (both started by the tests, testbed/real_servers.py), `irscope serve`
 with several gunicorn processes and `irscope worker` processes, all real processes talking over
 loopback. Jobs are `fake` jobs (Python in the real sandbox, no compiler), so each takes a second.
 
@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from tests import real_servers
+from testbed import real_servers
 from tests.conftest import needs_bwrap
 
 pytestmark = needs_bwrap

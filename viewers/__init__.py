@@ -1,4 +1,4 @@
-"""Artifact -> markup. Each stage format (compiler/formats.py) has one viewer here.
+"""Artifact -> markup. Each stage format (compiler/formats/) has one viewer here.
 
 Viewers are pure functions of (text, meta): they know nothing of jobs, stores or HTTP. A format
 not in the table (a stage stored before the format existed) is shown as plain text.

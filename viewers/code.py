@@ -3,7 +3,7 @@
 Each line is `<span class="ln" data-line="N" data-src="M">` where M is the user's source line the
 artifact line came from (absent when unknown); the page's script tints and links lines by it. IR
 stages also carry `data-locs`: the compiler's own location chains of the line (stage meta
-`ir_locations`, compiler/formats.py), by which static/ir-links.js links lines of two IR stages.
+`ir_locations`, compiler/formats/ir_links.py), by which static/ir-links.js links lines of two IR stages.
 In an artifact with a source map, each line also shows M beside its number (`.src-ref`).
 """
 from __future__ import annotations

@@ -71,8 +71,8 @@ class CutePipeline(Pipeline):
     toolchain_packages = ("nvidia-cutlass-dsl", "torch")
     example = EXAMPLE
     # cutlass is not imported before the job: CuTe reads its variables (the arch) on first use
-    prewarm_modules = ("torch", "torch._subclasses.fake_tensor", "compiler.cute.capture", "compiler.nvidia_tools",
-                       "compiler.triton.gpu_lines")
+    prewarm_modules = ("torch", "torch._subclasses.fake_tensor", "compiler.cute.capture",
+                       "compiler.kernels.nvidia_tools", "compiler.kernels.gpu_lines")
     options = (
         Option("target", "choice", "auto", "NVIDIA GPU to compile for (CuTe's CUTE_DSL_ARCH: sm_80, sm_90a, "
                "sm_100a). auto: this worker's CUDA device if it has one, else cuda:sm_90. A target this worker "
@@ -108,7 +108,7 @@ class CutePipeline(Pipeline):
         bundle.timing("target", target_info)
         bundle.progress(f"running the program for {target.name}" + ("" if execute else " (virtual)"))
 
-        from compiler.triton.capture import diagnostics_kept
+        from compiler.kernels.capture import diagnostics_kept
         launches = capture.VirtualLaunches(path, virtual=not execute)
         sink = user_code.CappedText(ctx.settings.output_bytes)
         stderr_file = os.path.join(workdir, "stderr-while-running.txt")

@@ -10,12 +10,16 @@ import msgspec
 
 from compiler import formats, mlir_text
 from compiler.cute.capture import CompiledFunction, Launch
-from compiler.kernel_resources import NVIDIA_SOURCE, nvidia_row, ptx_entries, write_resource_table
-from compiler.nvidia_tools import cubin_resource_usage_by_function, disassemble_sass, parse_ptxas_log_by_function
+from compiler.kernels import gpu_lines
+from compiler.kernels.nvidia_tools import (
+    cubin_resource_usage_by_function,
+    disassemble_sass,
+    parse_ptxas_log_by_function,
+)
+from compiler.kernels.resources import NVIDIA_SOURCE, nvidia_row, ptx_entries, write_resource_table
+from compiler.kernels.stages import IrLinks
 from compiler.pipeline import Bundle
 from compiler.targets import GpuTarget
-from compiler.triton import gpu_lines
-from compiler.triton.kernel_stages import IrLinks
 
 GROUP = "CuTe"
 _SOURCE = NVIDIA_SOURCE.replace("ptxas -v (spills)", "CuTe's ptxas report (remarks{ptx}: spills)")

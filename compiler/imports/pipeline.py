@@ -3,28 +3,40 @@ shown with the stages a live job shows. Jobs of this language are made by upload
 (app/imports.py, POST /api/imports), never from a pasted source: the request's source is the
 upload's description, and the runner puts the upload itself into the job directory (`inputs`).
 
-Inside the sandbox the archive is unpacked by rules (compiler/imports/archive.py), then read as
-whichever of these it holds:
-
-- a TORCH_TRACE directory: the entries go through compiler/pytorch/trace_stages.py, the function
-  the `pytorch` pipeline writes its stages with, and its compile timings through the same code;
-- a TritonParse trace (.ndjson, maybe gzipped): each compilation goes through
-  compiler/triton/kernel_stages.py, as the `triton` pipeline's kernels do;
-- an XLA dump directory (`--xla_dump_to`): pass snapshots, buffer assignment and memory, kernels,
-  through compiler/xla/dump_stages.py, as the XLA pipelines write them.
+Inside the sandbox the archive is unpacked by rules (compiler/imports/archive.py), then read by
+the language whose log it is: each pipeline names the logs it reads (`Pipeline.log_readers`), and
+its reader writes the stages with the code its live jobs use (a TORCH_TRACE directory:
+compiler/pytorch/imported.py; a TritonParse trace: compiler/triton/imported.py; an XLA dump:
+compiler/xla/imported.py). This package imports no language's package: it finds them in the
+registry.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from typing import Any
 
+from compiler import registry
 from compiler.errors import ErrorKind
 from compiler.model import Request
-from compiler.pipeline import JobContext, Option, Pipeline, UserError
+from compiler.pipeline import JobContext, LogReader, Option, Pipeline, UserError
 
 ARCHIVE_NAME = "archive"  # the upload's name inside the job's inputs/
-KINDS = ("auto", "torch_trace", "tritonparse", "xla_dump")
+
+
+def log_readers() -> dict[str, LogReader]:
+    """Every kind of log a registered language reads, by kind, in the registry's order (the order
+    an upload is recognised in)."""
+    found: dict[str, LogReader] = {}
+    for key in registry.keys():
+        if registry.package(key) != "imports":
+            for reader in registry.get(key).log_readers:
+                found.setdefault(reader.kind, reader)
+    return found
+
+
+READERS = log_readers()
 
 _DESCRIPTION = re.compile(r"^(?P<key>[a-z0-9_]+): (?P<value>.*)$", re.M)
 
@@ -48,16 +60,16 @@ def upload_of(source: str) -> tuple[str, str]:
 
 class ImportPipeline(Pipeline):
     key = "import"
-    title = "Import a log (TORCH_TRACE, TritonParse, XLA dump)"
+    title = "Import a log (" + ", ".join(reader.kind for reader in READERS.values()) + ")"
     editor_mode = "text"
     lexer = "text"
     example = describe_upload("trace.tar.gz", "0" * 64, 0)
     made_by_upload = True
     toolchain_packages = ("torch", "triton", "jaxlib")  # the parsers read logs of these versions' format
     options = (
-        Option("kind", "choice", "auto", "What the archive holds: auto (recognised by its files), torch_trace "
-                                         "(a TORCH_TRACE directory), tritonparse (a TritonParse .ndjson trace), "
-                                         "xla_dump (an --xla_dump_to directory).", choices=KINDS),
+        Option("kind", "choice", "auto", "What the archive holds: auto (recognised by its files), "
+               + ", ".join(f"{reader.kind} ({reader.title})" for reader in READERS.values()) + ".",
+               choices=("auto", *READERS)),
     )
 
     def describe_upload(self, name: str, digest: str, size: int) -> str:
@@ -71,7 +83,7 @@ class ImportPipeline(Pipeline):
             return {}
 
     def run(self, request: Request, ctx: JobContext) -> None:
-        from compiler.imports import archive, readers
+        from compiler.imports import archive
         name, digest = upload_of(request.source)
         path = os.path.join(ctx.inputs_dir, ARCHIVE_NAME)
         if not ctx.inputs_dir or not os.path.isfile(path):
@@ -83,20 +95,26 @@ class ImportPipeline(Pipeline):
                                       ctx.settings.import_unpacked_bytes, name)
         except archive.ArchiveError as e:
             raise UserError(ErrorKind.InputError, f"{name}: {e}") from None
-        kind = request.options.get("kind", "auto")
+        kind = request.options["kind"]
         if kind == "auto":
-            kind = readers.recognise(unpacked_dir, unpacked.files)
+            kind = next((k for k, reader in READERS.items()
+                         if importlib.import_module(reader.module).recognise(unpacked_dir, unpacked.files)), None)
             if kind is None:
                 listed = ", ".join(unpacked.files[:8]) + (" ..." if len(unpacked.files) > 8 else "")
-                raise UserError(ErrorKind.InputError, f"{name}: no TORCH_TRACE log, TritonParse trace or XLA dump "
-                                                      f"found in it ({len(unpacked.files)} files: {listed})")
+                wanted = ", ".join(reader.title for reader in READERS.values())
+                raise UserError(ErrorKind.InputError, f"{name}: none of these found in it: {wanted} "
+                                                      f"({len(unpacked.files)} files: {listed})")
         origin: dict[str, Any] = {"archive": name, "sha256": digest, "container": unpacked.kind,
                                   "files": len(unpacked.files), "unpacked_bytes": unpacked.bytes, "kind": kind}
         ctx.bundle.progress(f"reading the {kind.replace('_', ' ')}")
-        reader = {"torch_trace": readers.import_torch_trace, "tritonparse": readers.import_tritonparse,
-                  "xla_dump": readers.import_xla_dump}[kind]
-        origin.update(reader(ctx, unpacked_dir, unpacked.files))
-        sentence = readers.describe(origin)
+        origin.update(importlib.import_module(READERS[kind].module).read(ctx, unpacked_dir, unpacked.files))
+        sentence = describe(origin)
         ctx.bundle.add("import.origin", "Where this log came from", "Import", "json", {"summary": sentence, **origin},
                        meta={"note": sentence})
         ctx.bundle.timing("target", {"imported": True, "summary": sentence, **origin})
+
+
+def describe(origin: dict[str, Any]) -> str:
+    """One sentence: where an imported log came from."""
+    return (f"imported {origin.get('log', 'log')} from {origin.get('archive', '?')}, made by "
+            f"{origin.get('made_by', '?')} on {origin.get('device', '?')}")

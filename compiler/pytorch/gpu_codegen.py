@@ -96,9 +96,9 @@ def job_processes(job_cpus: float) -> int:
 def compile_other_configs(order: Any, capture: Any, workdir: str, job_cpus: float) -> float:
     """Every kernel's other autotune configs (`order`'s rest), compiled once every graph compiled,
     in as many processes as the job's CPU quota and CPUs allow: this one and helpers forked from
-    it (compiler/triton/parallel.py), whole kernels per process (each kernel's configs stay in
+    it (compiler/kernels/parallel.py), whole kernels per process (each kernel's configs stay in
     their order), shared out by their number of configs. Returns the seconds it took."""
-    from compiler.triton import parallel
+    from compiler.kernels import parallel
     started = time.perf_counter()
     units = order.rest_units()
     processes = min(job_processes(job_cpus), max(1, len(units)))
@@ -153,12 +153,12 @@ class KernelStages:
         self._writer.submit(self._write, record, f"{record.name}.{n}", sass)
 
     def _disassemble(self, record: Any) -> str | None:
-        from compiler.nvidia_tools import disassemble_sass
+        from compiler.kernels.nvidia_tools import disassemble_sass
         cubin = record.asm("cubin")
         return disassemble_sass(cubin, self.workdir) if isinstance(cubin, bytes) else None
 
     def _write(self, record: Any, qualifier: str, sass: Any) -> None:
-        from compiler.triton.kernel_stages import write_kernel_stages as write_stages
+        from compiler.kernels.stages import write_kernel_stages as write_stages
         if self._failure is not None:
             return
         try:
@@ -173,7 +173,7 @@ class KernelStages:
             self._failure = e
 
     def finish(self) -> None:
-        from compiler.kernel_resources import write_resource_table
+        from compiler.kernels.resources import write_resource_table
         self.bundle.progress("writing the last kernels' stages")
         self._writer.shutdown(wait=True)
         self._disassembler.shutdown(wait=True)

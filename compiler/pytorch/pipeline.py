@@ -20,8 +20,9 @@ import time
 from typing import Any, Callable
 
 from compiler.errors import ErrorKind
+from compiler.kernels.capture import KernelCapture
 from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
+from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError
 from compiler.pytorch import (
     artifact_logs,
     collectives,
@@ -41,7 +42,6 @@ from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, virtual_gpu
-from compiler.triton.capture import KernelCapture
 from compiler.user_code import CappedText, captured_stdout, is_out_of_memory, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
@@ -103,6 +103,7 @@ class PyTorchPipeline(Pipeline):
     # On a fresh install the host template's warm-up builds the toolchain cache (its probes, its
     # header and the virtual CUDA device's library), and the jobs that waited for it fork warm.
     builds_toolchain_in_template = True
+    log_readers = (LogReader("torch_trace", "a TORCH_TRACE directory", "compiler.pytorch.imported"),)
     options = (
         Option("backend", "choice", "inductor", "torch.compile backend.", choices=("inductor", "aot_eager", "eager")),
         Option("mode", "choice", "default", "torch.compile mode.",

@@ -1,2 +1,2 @@
-"""Triton: @triton.jit kernels compiled for real or virtual GPU targets; its kernel capture is a
-library the PyTorch GPU path uses too."""
+"""Triton: @triton.jit kernels compiled for real or virtual GPU targets (the run they share with
+Gluon and Helion: compiler/kernels/program.py)."""

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from compiler.mlir_passes import parse_dumps
+from compiler.kernels.mlir_passes import parse_dumps
 from compiler.xla.hlo_text import HloText, parse_metadata
 
 _TRITON_KINDS = {"__triton_gemm": "Triton GEMM", "__triton_nested_gemm_fusion": "Triton GEMM (nested)",
@@ -100,10 +100,14 @@ def ptx_target(ptx: str) -> str | None:
 def sass_of_ptx(ptx: str, ptxas: str, workdir: str) -> tuple[str, str, list[dict[str, Any]]]:
     """(SASS listing, what ran, each kernel's resources): the PTX assembled by `ptxas` for its own
     `.target` (as XLA assembles it; `-v` prints what each kernel uses and changes nothing of the
-    cubin), then listed by nvidia's tools from the Triton wheel (compiler/nvidia_tools.py); per
+    cubin), then listed by nvidia's tools from the Triton wheel (compiler/kernels/nvidia_tools.py); per
     kernel its threads per block, the cubin's resource usage and ptxas's report."""
-    from compiler.kernel_resources import ptx_entries
-    from compiler.nvidia_tools import cubin_resource_usage_by_function, disassemble_sass, parse_ptxas_log_by_function
+    from compiler.kernels.nvidia_tools import (
+        cubin_resource_usage_by_function,
+        disassemble_sass,
+        parse_ptxas_log_by_function,
+    )
+    from compiler.kernels.resources import ptx_entries
     arch = ptx_target(ptx)
     if arch is None:
         return "// the PTX names no .target\n", "", []

@@ -25,7 +25,7 @@ from typing import Any
 from compiler import graph_drawing
 from compiler.errors import ErrorKind
 from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, Option, OptionError, Pipeline, UserError
+from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError
 from compiler.targets.xla_gpu import XLA_GPU_TARGETS, describe_xla_gpu_target, get_xla_gpu_target, virtual_note
 from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, sharding, source_map, traces
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
@@ -572,7 +572,7 @@ class XlaPipeline(Pipeline):
     def _resource_table(bundle: Bundle, gpu: Any, modules: list[tuple[str, str, str]],
                         kernels: list[list[dict[str, Any]]], decisions: list[dict[str, Any]]) -> None:
         """`kernels.resources`: every kernel of XLA's PTX modules (its fusions, Triton's among them)."""
-        from compiler.kernel_resources import NVIDIA_SOURCE, nvidia_row, write_resource_table
+        from compiler.kernels.resources import NVIDIA_SOURCE, nvidia_row, write_resource_table
         # XLA names a fusion's kernel after its instruction, '.' and '-' made '_'
         triton = {re.sub(r"[.-]", "_", d["name"]) for d in decisions if str(d.get("decision", "")).startswith("Triton")}
         rows = []
@@ -598,6 +598,8 @@ class HloPipeline(XlaPipeline):
     extensions = (".hlo",)
     example = HLO_EXAMPLE
     stablehlo_note = "converted from your HLO by jax.extend.mlir.hlo_to_stablehlo"
+    # an XLA dump holds HLO modules, whatever made them (the import language reads it)
+    log_readers = (LogReader("xla_dump", "an --xla_dump_to directory", "compiler.xla.imported"),)
 
     def input_names(self, source: str) -> dict[str, int] | None:
         return input_names(source)

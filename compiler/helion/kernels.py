@@ -2,7 +2,7 @@
 `helion` language: for each kernel bound to its inputs, the config it compiled with and how that
 config was chosen, Helion's config space for those inputs (`ConfigSpec.iter_search_dimensions`),
 and the Triton module Helion generated, whose `# src[file:line]` comments link its lines to the
-user's. The Triton compilation of that module is captured like any other (compiler/triton/capture.py).
+user's. The Triton compilation of that module is captured like any other (compiler/kernels/capture.py).
 
 Recorded by wrapping `BoundKernel.compile_config` (public: Helion compiles every config through it,
 given, default or autotuned). On a virtual target nothing can be timed, so autotuning

@@ -63,7 +63,7 @@ class KernelCapture:
         os.environ["MLIR_ENABLE_DUMP"] = "1"
 
     def adopt(self, record: CompiledRecord) -> None:
-        """A compilation captured in a helper process of this one (compiler/triton/parallel.py)."""
+        """A compilation captured in a helper process of this one (compiler/kernels/parallel.py)."""
         self.records[record.hash] = record
         if self.on_compiled is not None:
             self.on_compiled(record)

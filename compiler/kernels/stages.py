@@ -10,13 +10,13 @@ from typing import Any, Callable
 
 import msgspec
 
-from compiler import formats, mlir_passes, mlir_text
-from compiler.kernel_resources import occupancy_record
-from compiler.nvidia_tools import cubin_resource_usage, disassemble_sass, parse_ptxas_log
+from compiler import formats, mlir_text
+from compiler.kernels import gpu_lines, mlir_passes
+from compiler.kernels.capture import MLIR_STAGES, CompiledRecord
+from compiler.kernels.nvidia_tools import cubin_resource_usage, disassemble_sass, parse_ptxas_log
+from compiler.kernels.resources import occupancy_record
 from compiler.pipeline import Bundle
 from compiler.targets import occupancy
-from compiler.triton import gpu_lines
-from compiler.triton.capture import MLIR_STAGES, CompiledRecord
 
 
 def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:
@@ -41,7 +41,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                         extra_meta: dict[str, Any] | None = None, group: str = "Triton",
                         disassembly: Callable[[], str | None] | None = None) -> formats.KernelResource:
     """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`; returns
-    the kernel's row of the job's resource table (compiler/kernel_resources.py: `write_resource_table`).
+    the kernel's row of the job's resource table (compiler/kernels/resources.py: `write_resource_table`).
 
     `source_map_file` is the file the compiler's locations must name for a line to be mapped.
     `python_source` is (text, first line in that file) for `triton.source`. `map_to_user` turns a

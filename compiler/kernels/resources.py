@@ -1,7 +1,7 @@
 """What a compiled GPU kernel uses, as a row of the job's `kernels.resources` table: registers,
 spills, stack, local and shared memory from the compilers' own outputs, and the theoretical
 occupancy on the target (compiler/targets/occupancy.py). Shared by every pipeline that compiles
-GPU kernels: Triton's kernels (compiler/triton/kernel_stages.py, with Triton's metadata), CuTe
+GPU kernels: Triton's kernels (compiler/kernels/stages.py, with Triton's metadata), CuTe
 DSL's and XLA:GPU's (a PTX module's entries with the cubin's figures, `nvidia_rows`)."""
 from __future__ import annotations
 

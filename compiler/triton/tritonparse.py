@@ -1,6 +1,6 @@
 """TritonParse traces (tritonparse.structured_logging: one JSON event per line, `.ndjson`, maybe
 gzipped) -> the compilations in them, as the CompiledRecords Triton's own hooks give the live
-`triton` pipeline (compiler/triton/capture.py), so the same code writes their stages.
+`triton` pipeline (compiler/kernels/capture.py), so the same code writes their stages.
 
 A `compilation` event carries the kernel's Python source (`python_source`), Triton's metadata,
 its stage times and the text of each stage file (`file_content`: ttir, ttgir, llir, ptx or
@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from compiler.triton.capture import CompiledRecord
+from compiler.kernels.capture import CompiledRecord
 
 _TEXT_STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "amdgcn", "json")
 
@@ -91,7 +91,7 @@ def _record(event: dict[str, Any], files_dir: str, number: int) -> CompiledRecor
             f.write(text)
         files[os.path.basename(path)] = path
     source = payload.get("python_source") if isinstance(payload.get("python_source"), dict) else {}
-    # Triton's CompileTimes, as the listener got them (compiler/triton/capture.py reads the same)
+    # Triton's CompileTimes, as the listener got them (compiler/kernels/capture.py reads the same)
     times = merged.get("times") if isinstance(merged.get("times"), dict) else {}
     times_us: dict[str, int] = {}
     for key, value in times.items():

@@ -1,5 +1,5 @@
 """Triton compilations of one job spread over helper processes forked from it, each compilation
-captured there (compiler/triton/capture.py) and its CompiledRecord handed back to the job.
+captured there (compiler/kernels/capture.py) and its CompiledRecord handed back to the job.
 
 The capture cannot run two compilations at once in one process: Triton prints its per-pass dumps
 to file descriptor 2, which the capture points at one file per stage. A forked helper has a file
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import psutil
 
-from compiler.triton.capture import CompiledRecord, KernelCapture
+from compiler.kernels.capture import CompiledRecord, KernelCapture
 
 Unit = Callable[[], None]  # one compilation (or a few), run where it is given
 STALLED_S = 15.0  # a helper whose CPU time stood still this long is stuck, and killed

@@ -1,0 +1,88 @@
+"""A job's timings: the names a pipeline may record (Bundle.timing) and their one reading for the
+page (`Timings.read`)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.formats.errors import FormatError
+
+# --- timings: what a job measured (Bundle.timing), read by the Timings tab ---------------------
+
+# Every timing a pipeline may record, by name (the runner adds "job"). Their fields differ by
+# compiler, so a timing is checked for its name and for being JSON; `Timings.read` is the one
+# place that interprets them for the page.
+TIMINGS = {
+    "compile": "compile phases in seconds (keys `<phase>_s`), their `source`, PyTorch's raw `events`",
+    "run": "the compiled code's run time (`eager_ms`, `compiled_ms` medians with spread), `where`, `what`, "
+           "`accuracy`, `memory`",
+    "target": "where the job compiled for, and whether anything ran",
+    "run_mode": "compile-only or compile-and-run, and the sentence saying why (`mode`, `sentence`, sizes, the "
+                "estimated peak and, after a run, the measured one)",
+    "not_measured": "a job that compiled but whose measurement was stopped or cut: the `phase`, `why`, the "
+                    "error `kind` and `line`, the `setting` whose limit it met",
+    "kernels": "per-launch times on a real GPU",
+    "job": "the runner's wall time, sandbox and worker",
+}
+
+
+def check_timing(name: str, value: Any) -> None:
+    """FormatError unless `name` is a declared timing and `value` a JSON object or list."""
+    if name not in TIMINGS:
+        raise FormatError(f"unknown timing {name!r}; known: {', '.join(TIMINGS)}")
+    if not isinstance(value, (dict, list)):
+        raise FormatError(f"timing {name!r} is a JSON object or list, not {type(value).__name__}")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as e:
+        raise FormatError(f"timing {name!r} is not JSON: {e}") from None
+
+
+@dataclass(frozen=True)
+class CompileTimes:
+    source: str
+    phases_s: list[tuple[str, float]]  # (phase, seconds), in the order the pipeline recorded them
+    events: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    where: str
+    what: str
+    medians_ms: list[tuple[str, float]]  # ("eager", ms), ("compiled", ms) where measured
+    values: dict[str, Any]  # every plain number or text of the run, for the table
+    accuracy: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Timings:
+    """A job's timings as the Timings tab shows them."""
+
+    compile: CompileTimes | None
+    run: RunTimes | None
+    others: dict[str, dict[str, Any]]  # the other timings that are objects (target, job, ...)
+    not_measured: dict[str, Any] | None = None  # a compiled job's measurement that was stopped or cut
+
+    @classmethod
+    def read(cls, timings: dict[str, Any]) -> "Timings":
+        compile_t, run = timings.get("compile"), timings.get("run")
+        compile_times = None
+        if isinstance(compile_t, dict):
+            phases = [(k[:-2].replace("_", " "), float(v)) for k, v in compile_t.items()
+                      if k.endswith("_s") and isinstance(v, (int, float)) and not isinstance(v, bool)]
+            events = compile_t.get("events")
+            compile_times = CompileTimes(str(compile_t.get("source", "")), phases,
+                                         events if isinstance(events, dict) else {})
+        run_times = None
+        if isinstance(run, dict) and run:
+            medians = [(name, float(run[f"{name}_ms"])) for name in ("eager", "compiled")
+                       if isinstance(run.get(f"{name}_ms"), (int, float))]
+            accuracy = run.get("accuracy")
+            run_times = RunTimes(str(run.get("where", "")), str(run.get("what", "")), medians,
+                                 {k: v for k, v in run.items() if not isinstance(v, (dict, list))},
+                                 accuracy if isinstance(accuracy, dict) else {})
+        others = {k: v for k, v in timings.items()
+                  if k not in ("compile", "run", "not_measured") and isinstance(v, dict)}
+        notice = timings.get("not_measured")
+        return cls(compile_times, run_times, others, notice if isinstance(notice, dict) else None)

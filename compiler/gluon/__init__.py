@@ -1,0 +1,1 @@
+"""Gluon: Triton's lower-level kernel language, its layouts written out."""

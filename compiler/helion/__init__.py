@@ -1,0 +1,1 @@
+"""Helion: PyTorch's kernel DSL, its generated Triton compiled and linked to the user's lines."""
