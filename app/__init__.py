@@ -21,9 +21,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app = Flask(__name__, template_folder="../templates", static_folder="../static")
     flask_app.config["JSON_SORT_KEYS"] = False
     flask_app.debug = False  # never the interactive debugger, whatever FLASK_DEBUG says
-    http_policy.init_app(flask_app, values)
+    http_policy.init_app(flask_app, service.web)
     flask_app.extensions["irscope"] = service
-    flask_app.extensions["irscope.diffs"] = stage_diffs.from_settings(values)
+    flask_app.extensions["irscope.diffs"] = stage_diffs.from_settings(service.web)
 
     from app import api, compare, examples, ide, imports, mcp_server, permalinks, refusals, reproducers
     refusals.init_app(flask_app)

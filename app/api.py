@@ -98,15 +98,15 @@ def targets():
 
     from compiler.targets import TARGETS  # the target table imports no compiler
     svc = services()
-    if not svc.settings["broker_url"]:
+    if not svc.web.broker_url:
         spares = getattr(svc.runner, "spares", None)
-        workers = [{"name": "embedded", "host": socket.gethostname(), "concurrency": int(svc.settings["workers"]),
+        workers = [{"name": "embedded", "host": socket.gethostname(), "concurrency": svc.web.workers,
                     "running": None, "device": False, "last_seen": None,
                     # per language: spares ready and starting, and the resident memory of each
                     "spares": spares.report() if spares is not None else {}}]
         return jsonify({"mode": "embedded", "targets": [{"name": "cpu", "workers": workers}],
                         "virtual": list(TARGETS)})
-    live = svc.store.live_workers(float(svc.settings["worker_lost_after_s"]))
+    live = svc.store.live_workers(svc.web.worker_lost_after_s)
     queues: dict[str, list] = {}
     for w in live:
         for queue in w.queues:

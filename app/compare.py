@@ -87,7 +87,7 @@ def _context(comparison_id: str, with_sources: bool = True) -> dict[str, Any]:
         else ""
     return {"cid": comparison_id, "a": a, "b": b, "lesson": lesson, "stage_a": stage_a, "stage_b": stage_b,
             "differences": differences(a.request, b.request), "finished": finished,
-            "poll_ms": services().settings["poll_interval_ms"], "source_diff": source_diff,
+            "poll_ms": services().web.poll_interval_ms, "source_diff": source_diff,
             "timings": compare_viewer.timings(a.timings, b.timings)}
 
 

@@ -19,7 +19,7 @@ bp = Blueprint("examples", __name__)
 def offered() -> tuple[lesson_files.Lesson, ...]:
     """The lessons of this server's languages, in gallery order."""
     svc = services()
-    every = lesson_files.load(svc.settings["examples_dir"] or lesson_files.DEFAULT_DIR)
+    every = lesson_files.load(svc.web.examples_dir or lesson_files.DEFAULT_DIR)
     return tuple(lesson for lesson in every if lesson.language in svc.jobs.config.languages)
 
 

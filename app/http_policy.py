@@ -12,6 +12,7 @@ from werkzeug.exceptions import SecurityError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from compiler.errors import ErrorKind, Refused
+from service.configure import WebSettings
 
 # Requests that change something: a browser must have sent them from one of this server's pages.
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -41,12 +42,12 @@ def cross_site(req: Any) -> bool:
     return origin is not None and origin != f"{req.scheme}://{req.host}"
 
 
-def init_app(app: Flask, values: dict[str, Any]) -> None:
-    app.config["MAX_CONTENT_LENGTH"] = int(values["max_request_kb"]) * 1024
-    hosts = [h.strip() for h in str(values["trusted_hosts"]).split(",") if h.strip()]
+def init_app(app: Flask, web: WebSettings) -> None:
+    app.config["MAX_CONTENT_LENGTH"] = web.max_request_bytes
+    hosts = list(web.trusted_hosts)
     if hosts and "*" not in hosts:
         app.config["TRUSTED_HOSTS"] = hosts  # Flask refuses any other Host with 400
-    proxies = int(values["trusted_proxies"])
+    proxies = web.trusted_proxies
     if proxies > 0:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)  # type: ignore[method-assign]
 
@@ -62,7 +63,7 @@ def init_app(app: Flask, values: dict[str, Any]) -> None:
                    "serves on")
         return jsonify({"error": Refused(ErrorKind.RequestError, message).to_json()}), 400
 
-    ancestors = str(values["embed_frame_ancestors"]).strip() or "'none'"
+    ancestors = web.embed_frame_ancestors.strip() or "'none'"
     if any(c in ancestors for c in ";,\r\n"):
         raise ValueError(f"embed_frame_ancestors must be one CSP source list, not {ancestors!r}")
     app.config["IRSCOPE_EMBED_FRAME_ANCESTORS"] = ancestors
@@ -78,7 +79,7 @@ def init_app(app: Flask, values: dict[str, Any]) -> None:
 
     @app.errorhandler(413)
     def too_large(_e):
-        message = (f"the request body is larger than {values['max_request_kb']} KiB (setting max_request_kb)")
+        message = f"the request body is larger than {web.max_request_bytes >> 10} KiB (setting max_request_kb)"
         return jsonify({"error": Refused(ErrorKind.RequestTooLarge, message).to_json()}), 413
 
 

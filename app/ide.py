@@ -16,6 +16,7 @@ from app.lessons import for_request
 from app.refusals import renders_page
 from compiler import formats, registry
 from compiler.errors import Refused
+from service import stage_reader
 from service.store import Job
 from viewers import timings as timings_viewer
 from viewers.explanations import explanation_for
@@ -50,7 +51,7 @@ def _bar_context(job: Job) -> dict:
     position = svc.store.queue_position(job.id) if job.status == "queued" else None
     reproducible = job.finished and registry.get(job.request.language).reproducer(job.request, job.toolchain,
                                                                                    job.id) is not None
-    return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.settings["poll_interval_ms"],
+    return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.web.poll_interval_ms,
             "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP,
             "reproducible": reproducible}
 
@@ -168,25 +169,21 @@ def stage_pane(job_id: str, key: str):
     other = request.args.get("diff")
     if other:
         return _diff_pane(job_id, key, other)
-    per_page = max(int(svc.settings["stage_page_lines"]), 1)
+    per_page = svc.web.stage_page_lines
     try:
         page = max(int(request.args.get("page", "1")), 1)
     except ValueError:
         abort(400, "page must be a number")
-    found = svc.store.stage_page(job_id, key, (page - 1) * per_page, per_page)
-    if found is None:
-        abort(404, f"job {job_id!r} has no stage {key!r}")
+    stage, lines = stage_reader.head(svc.store, job_id, key)
     pages = None
-    if found[1] <= per_page:
-        stage, _, text = found  # one page is the whole stage
-    elif _is_code(found[0].format):
-        stage, lines, text = found
-        pages = {"page": page, "count": -(-lines // per_page), "lines": lines, "first": (page - 1) * per_page + 1,
-                 "last": min(page * per_page, lines)}
-        if page > pages["count"]:
-            abort(404, f"stage {stage.key!r} has {pages['count']} pages")
-    else:
-        stage, text = svc.store.stage_text(job_id, key)
+    if lines <= per_page or _is_code(stage.format):
+        read = stage_reader.page(svc.store, job_id, stage.key, page, per_page)
+        stage, text = read.stage, read.text
+        if not read.whole:
+            pages = {"page": page, "count": -(-lines // per_page), "lines": lines, "first": read.first,
+                     "last": read.last}
+    else:  # a drawing or a table is drawn whole
+        stage, text = svc.store.stage_text(job_id, stage.key)
     job = svc.store.get_job(job_id)
     meta = {"source_map": stage.source_map, **stage.meta}
     if pages:

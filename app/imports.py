@@ -22,7 +22,7 @@ LANGUAGE = "import"
 
 
 def _max_upload_bytes() -> int:
-    return int(services().settings["import_max_upload_mb"]) * 2**20
+    return services().web.import_max_upload_bytes
 
 
 @bp.before_request
@@ -33,7 +33,7 @@ def _allow_the_upload_size():
 
 
 def _too_large_sentence() -> str:
-    return (f"the upload is larger than {services().settings['import_max_upload_mb']} MiB "
+    return (f"the upload is larger than {services().web.import_max_upload_mb} MiB "
             "(setting import_max_upload_mb)")
 
 
@@ -41,7 +41,7 @@ def _submit() -> tuple[dict, int]:
     """The job's JSON and status; a refusal is raised (app/refusals.py answers it)."""
     svc = services()
     svc.admission.check_open()
-    if not svc.settings["imports"]:
+    if not svc.web.imports:
         raise Refused(ErrorKind.NotFound, "this server does not import logs (setting imports)")
     upload = request.files.get("archive")
     if upload is None or not upload.filename:
@@ -72,9 +72,9 @@ def _form(error: str | None = None) -> str:
     from app.ide import render_ide
     pipeline = registry.get(LANGUAGE)
     form = render_template("_import.html", error=error, kinds=next(o for o in pipeline.options if o.name == "kind"),
-                           max_mb=services().settings["import_max_upload_mb"],
-                           max_unpacked_mb=services().settings["import_max_unpacked_mb"],
-                           max_files=services().settings["import_max_files"])
+                           max_mb=services().web.import_max_upload_mb,
+                           max_unpacked_mb=services().web.import_max_unpacked_mb,
+                           max_files=services().web.import_max_files)
     return render_ide(import_form=form)
 
 

@@ -116,7 +116,7 @@ def _bridge() -> McpBridge:
 def endpoint():
     """One MCP message (JSON-RPC) in, its answer out (docs/agents.md)."""
     svc = services()
-    if not svc.settings["mcp"]:
+    if not svc.web.mcp.enabled:
         abort(404, "this server does not serve MCP (setting mcp)")
     body = request.get_data(cache=False)  # capped at max_request_kb by the HTTP policy
     headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()
@@ -126,7 +126,7 @@ def endpoint():
              "scheme": request.scheme, "path": "/mcp", "raw_path": b"/mcp", "root_path": "",
              "query_string": request.query_string, "headers": headers,
              "client": (client_address(), 0), "server": (request.host.split(":")[0], 0)}
-    timeout_s = float(svc.settings["mcp_compile_wait_s"]) + 60
+    timeout_s = svc.web.mcp.compile_wait_s + 60
     try:
         status, answer_headers, answer = _bridge().call(scope, body, client_address(), request.host_url, timeout_s)
     except TimeoutError:

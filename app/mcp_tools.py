@@ -34,6 +34,7 @@ from app import lessons as lesson_files
 from app.stage_diffs import Diffs
 from compiler import registry
 from compiler.errors import ErrorKind, Refused
+from service import stage_reader
 from service.configure import Service
 from service.store import Job
 
@@ -132,10 +133,10 @@ class Tools:
     def __init__(self, backend: Backend):
         self.backend = backend
         self.svc = backend.service
-        settings = self.svc.settings
-        self.max_bytes = max(int(settings["mcp_max_result_kb"]), 1) * 1024
-        self.wait_s = max(float(settings["mcp_compile_wait_s"]), 0.0)
-        self.waits = WaitSlots(int(settings["mcp_max_waits"]), int(settings["mcp_max_waits_per_client"]))
+        mcp = self.svc.web.mcp
+        self.max_bytes = mcp.max_result_bytes
+        self.wait_s = mcp.compile_wait_s
+        self.waits = WaitSlots(mcp.max_waits, mcp.max_waits_per_client)
 
     # --- helpers ------------------------------------------------------------------------------
     def _url(self, path: str) -> str:
@@ -230,21 +231,13 @@ class Tools:
                   as_json: bool) -> dict[str, Any]:
         job = self._job(job_id)
         key = self._resolve(job, key)
-        head = self.svc.store.stage_page(job.id, key, 0, 0)
-        if head is None:
-            raise _not_found(f"job {job.id} has no stage {key!r}")
-        stage, lines = head[0], head[1]
-        per_page = max(int(self.svc.settings["stage_page_lines"]), 1)
+        per_page = self.svc.web.stage_page_lines
         if page is not None:
-            first = (max(int(page), 1) - 1) * per_page + 1
-            last = first + per_page - 1
-        else:
-            first = max(int(first_line or 1), 1)
-            last = int(last_line) if last_line else lines
-        last = min(last, lines, first + per_page * 4 - 1)  # one read is bounded in lines too
-        if first > max(lines, 1):
-            raise Refused(ErrorKind.RequestError, f"stage {key} has {lines} lines; first_line {first} is past its end")
-        _, _, text = self.svc.store.stage_page(job.id, key, first - 1, last - first + 1)
+            read = stage_reader.page(self.svc.store, job.id, key, max(int(page), 1), per_page)
+        else:  # one read is bounded in lines too
+            read = stage_reader.lines(self.svc.store, job.id, key, int(first_line or 1),
+                                      int(last_line) if last_line else None, per_page * 4)
+        stage, lines, first, last, text = read.stage, read.lines, read.first, read.last, read.text
         from viewers.explanations import explanation_for
         out: dict[str, Any] = {"job": job.id, "key": stage.key, "title": stage.title, "group": stage.group,
                                "format": stage.format, "lines": lines, "bytes": stage.size}
@@ -255,9 +248,7 @@ class Tools:
             out["note"] = stage.meta["note"]
         budget = self.max_bytes - 2048
         if as_json:
-            full = self.svc.store.stage_text(job.id, key)[0]  # the source map and meta
-            source_map = [pair for pair in full.source_map if first <= pair[0] <= last]
-            meta = full.meta
+            source_map, meta = read.source_map(), stage.meta
             extra = len(json.dumps([source_map, meta], default=str))
             if extra > budget // 2:
                 source_map = source_map[: max(len(source_map) * (budget // 2) // max(extra, 1), 0)]
@@ -312,7 +303,7 @@ class Tools:
         return out
 
     def lessons(self) -> dict[str, Any]:
-        every = lesson_files.load(self.svc.settings["examples_dir"] or lesson_files.DEFAULT_DIR)
+        every = lesson_files.load(self.svc.web.examples_dir or lesson_files.DEFAULT_DIR)
         offered = [lesson for lesson in every if lesson.language in self.svc.jobs.config.languages]
         out = []
         for lesson in offered:
@@ -327,7 +318,7 @@ class Tools:
                                         "get_lesson_source gives its source"}
 
     def lesson_source(self, slug: str) -> dict[str, Any]:
-        every = lesson_files.load(self.svc.settings["examples_dir"] or lesson_files.DEFAULT_DIR)
+        every = lesson_files.load(self.svc.web.examples_dir or lesson_files.DEFAULT_DIR)
         lesson = lesson_files.by_slug(tuple(every), slug)
         if lesson is None or lesson.language not in self.svc.jobs.config.languages:
             raise _not_found(f"no lesson {slug!r}")

@@ -18,6 +18,7 @@ from typing import Any
 
 from markupsafe import escape
 
+from service.configure import WebSettings
 from viewers import diff as diff_viewer
 
 _CACHE_ENTRIES = 128
@@ -170,11 +171,11 @@ class Diffs:
             process.close()
 
 
-def from_settings(values: dict[str, Any]) -> Diffs:
+def from_settings(web: WebSettings) -> Diffs:
     """The diffs of a process, bounded by the settings (max_diff_lines, max_diff_kb, diff_timeout_s,
     diff_processes)."""
-    return Diffs(DiffLimits(max_lines=int(values["max_diff_lines"]), max_bytes=int(values["max_diff_kb"]) * 1024,
-                            timeout_s=float(values["diff_timeout_s"]), processes=int(values["diff_processes"])))
+    return Diffs(DiffLimits(max_lines=web.diff_max_lines, max_bytes=web.diff_max_bytes, timeout_s=web.diff_timeout_s,
+                            processes=web.diff_processes))
 
 
 def _note(sentence: str) -> str:

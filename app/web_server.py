@@ -4,7 +4,6 @@ each gunicorn worker process, after the fork, so its worker pool (or broker conn
 live where requests are answered; the master only supervises."""
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 from gunicorn.app.base import BaseApplication
@@ -31,13 +30,6 @@ def _stop_runner(_server, worker) -> None:
     svc = getattr(app, "extensions", {}).get("irscope") if app is not None else None
     if svc is not None:
         svc.shutdown()
-
-
-def web_processes(values: dict[str, Any]) -> int:
-    """gunicorn processes: the setting, or 1 embedded and 2 per core (at most 8) with a broker."""
-    if int(values["web_processes"]) > 0:
-        return int(values["web_processes"])
-    return min(8, 2 * (os.cpu_count() or 1)) if values["broker_url"] else 1
 
 
 def serve(make_app: Callable[[], Any], host: str, port: int, threads: int, processes: int) -> None:

@@ -31,12 +31,11 @@ def serve(args: argparse.Namespace) -> int:
     (app/web_server.py): one process with the embedded pool, several with a broker."""
     from app import create_app
     from app.web_server import serve as serve_http
-    from app.web_server import web_processes
     from service import settings as settings_table
-    from service.configure import sandbox_refusal
+    from service.configure import sandbox_refusal, web_settings, worker_settings
     config = _config(args)
     values = settings_table.load(config)
-    hosts = [h.strip() for h in values["trusted_hosts"].split(",") if h.strip()]
+    hosts = list(web_settings(values).trusted_hosts)
     if args.host in ("0.0.0.0", "::"):
         if "*" not in hosts:
             print(f"irscope: serving on every address: requests are answered for the hosts {', '.join(hosts)} "
@@ -44,26 +43,26 @@ def serve(args: argparse.Namespace) -> int:
     elif args.host not in hosts and "*" not in hosts:
         config["trusted_hosts"] = ",".join([*hosts, args.host])
         values = settings_table.load(config)
-    os.makedirs(values["data_dir"], exist_ok=True)
-    processes = web_processes(values)
-    if values["broker_url"]:
-        where = (f"jobs go to the worker tier at {_safe_url(values['broker_url'])}; "
-                 f"store {_safe_url(values['database_url'])}")
+    web, worker = web_settings(values), worker_settings(values)
+    os.makedirs(worker.data_dir, exist_ok=True)
+    processes = web.processes()
+    if web.broker_url:
+        where = f"jobs go to the worker tier at {_safe_url(web.broker_url)}; store {_safe_url(worker.database_url)}"
     else:
         _user, refusal = sandbox_refusal(values)
         if refusal:
             print("irscope: " + refusal, file=sys.stderr)
             return 2
-        if values["sandbox"] != "bwrap":
+        if not worker.sandboxed:
             print("irscope: WARNING: --insecure-no-sandbox: user code runs without bubblewrap", file=sys.stderr)
         if processes != 1:
             print("irscope: web_processes must be 1 with the embedded store and worker pool (set broker_url for "
                   "more)", file=sys.stderr)
             return 2
-        where = f"data in {values['data_dir']}"
+        where = f"data in {worker.data_dir}"
     print(f"irscope: serving on http://{args.host}:{args.port}/ ({processes} process{'es' if processes > 1 else ''}; "
           f"{where})", flush=True)
-    serve_http(lambda: create_app(config), args.host, args.port, int(values["web_threads"]), processes)
+    serve_http(lambda: create_app(config), args.host, args.port, web.web_threads, processes)
     return 0
 
 
@@ -79,7 +78,7 @@ def worker(args: argparse.Namespace) -> int:
 
     from service import settings as settings_table
     from service import worker_daemon
-    from service.configure import offered_languages, open_store, runner_config, sandbox_refusal
+    from service.configure import offered_languages, open_store, runner_config, sandbox_refusal, worker_settings
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("compiler").setLevel(logging.INFO)
     config = _config(args)
@@ -87,40 +86,39 @@ def worker(args: argparse.Namespace) -> int:
         if value:
             config[name] = value
     values = settings_table.load(config)
-    if not values["broker_url"]:
+    settings = worker_settings(values)
+    if not settings.broker_url:
         print("irscope: a worker needs the broker: set IRSCOPE_BROKER_URL (e.g. redis://host:6379/0) and "
               "IRSCOPE_DATABASE_URL (the store the web server uses)", file=sys.stderr)
         return 2
-    name = values["worker_name"] or worker_daemon.default_name()
-    data_dir = worker_daemon.worker_dir(values["data_dir"], name)
+    name = settings.name or worker_daemon.default_name()
+    data_dir = worker_daemon.worker_dir(settings.data_dir, name)
     os.makedirs(data_dir, exist_ok=True)
     user, refusal = sandbox_refusal(dict(values, data_dir=data_dir))
     if refusal:
         print("irscope: " + refusal, file=sys.stderr)
         return 2
-    if values["sandbox"] != "bwrap":
+    if not settings.sandboxed:
         print("irscope: WARNING: --insecure-no-sandbox: user code runs without bubblewrap", file=sys.stderr)
-    if values["database_url"].startswith("sqlite"):
-        print(f"irscope: WARNING: the store is SQLite ({_safe_url(values['database_url'])}): only a web server and "
+    if settings.database_url.startswith("sqlite"):
+        print(f"irscope: WARNING: the store is SQLite ({_safe_url(settings.database_url)}): only a web server and "
               "workers on this machine share it; elsewhere set IRSCOPE_DATABASE_URL to the web server's PostgreSQL",
               file=sys.stderr)
     devices = worker_daemon.detect_devices()
-    queues = tuple(q.strip() for q in values["worker_queues"].split(",") if q.strip()) \
-        or worker_daemon.default_queues(devices)
+    queues = settings.queues or worker_daemon.default_queues(devices)
     caps = worker_daemon.capabilities(devices, queues)
     for queue, has in caps["queues"].items():
         if not has["device"]:
             print(f"irscope: WARNING: this machine has no {queue} device: jobs sent to queue {queue} compile for "
                   f"a virtual one here (nothing runs)", file=sys.stderr)
-    concurrency = int(values["workers"])
+    concurrency = settings.concurrency
     tier = worker_daemon.TierConfig(
-        broker_url=values["broker_url"], queues=queues, concurrency=concurrency, name=name,
-        languages=offered_languages(values), warm=bool(values["warm_toolchain_cache"]),
-        heartbeat_s=float(values["worker_heartbeat_s"]), lost_after_s=float(values["worker_lost_after_s"]),
-        attempts=int(values["job_attempts"]))
+        broker_url=settings.broker_url, queues=queues, concurrency=concurrency, name=name,
+        languages=offered_languages(values), warm=settings.warm, heartbeat_s=settings.heartbeat_s,
+        lost_after_s=settings.lost_after_s, attempts=settings.attempts)
     gpus = ", ".join(f"{g['name']} ({g['target']})" for g in devices.get("gpus", [])) or "none"
     print(f"irscope: worker {name}: queues {', '.join(queues)}; {concurrency} job{'s' if concurrency > 1 else ''} at "
-          f"once; GPUs: {gpus}; store {_safe_url(values['database_url'])}", flush=True)
+          f"once; GPUs: {gpus}; store {_safe_url(settings.database_url)}", flush=True)
     store = open_store(values)
     return worker_daemon.WorkerTier(store, runner_config(values, user, data_dir=data_dir, workers=concurrency),
                                   tier, devices).serve()
@@ -186,11 +184,11 @@ def mcp(args: argparse.Namespace) -> int:
     if args.server:
         return mcp_stdio.serve_forwarded(args.server)
     from service import settings as settings_table
-    from service.configure import sandbox_refusal
+    from service.configure import sandbox_refusal, worker_settings
     config = _config(args)
     config.setdefault("spare_workers", 0)  # a session's jobs come one at a time
     values = settings_table.load(config)
-    os.makedirs(values["data_dir"], exist_ok=True)
+    os.makedirs(worker_settings(values).data_dir, exist_ok=True)
     _user, refusal = sandbox_refusal(values)
     if refusal:
         print("irscope: " + refusal, file=sys.stderr)

@@ -20,7 +20,7 @@ def serve_embedded(values: dict[str, Any]) -> int:
     from app import mcp_tools, stage_diffs
     from service import configure
     service = configure.start(values)
-    diffs = stage_diffs.from_settings(values)
+    diffs = stage_diffs.from_settings(service.web)
     try:
         server = mcp_tools.build(mcp_tools.Backend(service, diffs, client=lambda: "stdio"))
         anyio.run(server.run_stdio_async)

@@ -1,6 +1,8 @@
 """The settings table's values -> the running service: the job record every job carries
 (`JobSettings`), how jobs run on this machine (`RunnerConfig`), the jobs' and the store's
-configuration, and whether this host may run user code at all (`sandbox_refusal`).
+configuration, the web side's (`WebSettings`) and a worker's (`WorkerSettings`), and whether this
+host may run user code at all (`sandbox_refusal`). Each setting is read by name here and nowhere
+else, and converted to its units once.
 
 `start` builds the whole service the web app and `irscope compile` use (embedded: a local pool; or
 the worker tier's queues); `irscope worker` builds its runner config here too. Nothing here knows
@@ -26,6 +28,110 @@ from service.runner import LocalRunner, Runner
 from service.store import Store
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """The MCP endpoint's settings (`mcp`, `mcp_*`)."""
+
+    enabled: bool
+    compile_wait_s: float
+    max_result_bytes: int
+    max_waits: int
+    max_waits_per_client: int
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """What the web side reads of the settings table, each in its units: built once here
+    (`web_settings`), the only reader of the table by name; the app, the HTTP server, the diffs
+    and MCP read these fields."""
+
+    poll_interval_ms: int
+    stage_page_lines: int
+    examples_dir: str  # "" for the lessons shipped in examples/
+    imports: bool
+    import_max_upload_mb: int
+    import_max_unpacked_mb: int
+    import_max_files: int
+    max_request_bytes: int
+    trusted_hosts: tuple[str, ...]
+    trusted_proxies: int
+    embed_frame_ancestors: str
+    web_threads: int
+    web_processes: int  # the setting; 0: one embedded, 2 per core (at most 8) with a broker
+    diff_max_lines: int
+    diff_max_bytes: int
+    diff_timeout_s: float
+    diff_processes: int
+    mcp: McpSettings
+    broker_url: str  # "" when jobs run in this process (the embedded pool)
+    workers: int
+    worker_lost_after_s: float
+
+    @property
+    def import_max_upload_bytes(self) -> int:
+        return self.import_max_upload_mb << 20
+
+    def processes(self) -> int:
+        """gunicorn processes: the setting, or 1 embedded and 2 per core (at most 8) with a broker."""
+        if self.web_processes > 0:
+            return self.web_processes
+        return min(8, 2 * (os.cpu_count() or 1)) if self.broker_url else 1
+
+
+def web_settings(values: dict[str, Any]) -> WebSettings:
+    return WebSettings(
+        poll_interval_ms=int(values["poll_interval_ms"]), stage_page_lines=max(int(values["stage_page_lines"]), 1),
+        examples_dir=str(values["examples_dir"]), imports=bool(values["imports"]),
+        import_max_upload_mb=int(values["import_max_upload_mb"]),
+        import_max_unpacked_mb=int(values["import_max_unpacked_mb"]), import_max_files=int(values["import_max_files"]),
+        max_request_bytes=int(values["max_request_kb"]) << 10,
+        trusted_hosts=tuple(h.strip() for h in str(values["trusted_hosts"]).split(",") if h.strip()),
+        trusted_proxies=int(values["trusted_proxies"]), embed_frame_ancestors=str(values["embed_frame_ancestors"]),
+        web_threads=int(values["web_threads"]), web_processes=int(values["web_processes"]),
+        diff_max_lines=int(values["max_diff_lines"]), diff_max_bytes=int(values["max_diff_kb"]) << 10,
+        diff_timeout_s=float(values["diff_timeout_s"]), diff_processes=int(values["diff_processes"]),
+        mcp=McpSettings(enabled=bool(values["mcp"]), compile_wait_s=max(float(values["mcp_compile_wait_s"]), 0.0),
+                        max_result_bytes=max(int(values["mcp_max_result_kb"]), 1) << 10,
+                        max_waits=int(values["mcp_max_waits"]),
+                        max_waits_per_client=int(values["mcp_max_waits_per_client"])),
+        broker_url=str(values["broker_url"]), workers=int(values["workers"]),
+        worker_lost_after_s=float(values["worker_lost_after_s"]))
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What `irscope worker` reads of the settings table (the worker tier: README, "Scale out")."""
+
+    broker_url: str
+    database_url: str
+    data_dir: str
+    name: str  # "" for the host's default name
+    queues: tuple[str, ...]  # () for the queues of this host's devices
+    concurrency: int
+    warm: bool
+    heartbeat_s: float
+    lost_after_s: float
+    attempts: int
+    sandboxed: bool
+
+
+def worker_settings(values: dict[str, Any]) -> WorkerSettings:
+    return WorkerSettings(
+        broker_url=str(values["broker_url"]), database_url=str(values["database_url"]),
+        data_dir=str(values["data_dir"]), name=str(values["worker_name"]),
+        queues=tuple(q.strip() for q in str(values["worker_queues"]).split(",") if q.strip()),
+        concurrency=int(values["workers"]), warm=bool(values["warm_toolchain_cache"]),
+        heartbeat_s=float(values["worker_heartbeat_s"]), lost_after_s=float(values["worker_lost_after_s"]),
+        attempts=int(values["job_attempts"]), sandboxed=values["sandbox"] == "bwrap")
+
+
+def storage_policy(values: dict[str, Any]) -> StoragePolicy:
+    """The store's quotas and retention (service/retention.py)."""
+    return StoragePolicy(client_bytes=int(values["client_store_mb"]) << 20,
+                         store_bytes=int(values["store_max_mb"]) << 20, keep_days=float(values["keep_jobs_days"]),
+                         min_free_disk_bytes=int(values["min_free_disk_mb"]) << 20, data_dir=str(values["data_dir"]))
 
 
 def job_settings(values: dict[str, Any]) -> JobSettings:
@@ -103,7 +209,8 @@ def offered_languages(values: dict[str, Any]) -> tuple[str, ...]:
 class Service:
     """Everything that takes requests and runs jobs, built once per process from the settings."""
 
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # the table's values, for this module's builders (and tests); read `web`
+    web: WebSettings
     store: Store
     jobs: Jobs
     runner: Runner
@@ -164,8 +271,8 @@ def start(values: dict[str, Any], background: bool = True, resume: bool = True) 
             if background:
                 runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
     rate = CompileRateLimit(str(values["rate_limit"]), values["broker_url"])
-    storage = StoragePolicy.from_settings(values)
-    service = Service(settings=values, store=store, jobs=jobs, runner=runner,
+    storage = storage_policy(values)
+    service = Service(settings=values, web=web_settings(values), store=store, jobs=jobs, runner=runner,
                       admission=Admission(jobs, rate, refusal, storage), sandboxed=values["sandbox"] == "bwrap",
                       refusal=refusal, storage=storage)
     if background and float(values["gc_interval_s"]) > 0:

@@ -32,12 +32,6 @@ class StoragePolicy:
     min_free_disk_bytes: int  # setting min_free_disk_mb
     data_dir: str
 
-    @classmethod
-    def from_settings(cls, values: dict[str, Any]) -> "StoragePolicy":
-        return cls(client_bytes=int(values["client_store_mb"]) << 20, store_bytes=int(values["store_max_mb"]) << 20,
-                   keep_days=float(values["keep_jobs_days"]), min_free_disk_bytes=int(values["min_free_disk_mb"]) << 20,
-                   data_dir=values["data_dir"])
-
 
 @dataclass
 class Collected:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from compiler.model import Request
-from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS
+from compiler.targets import TARGETS, resolve
 
 CPU_QUEUE = "cpu"
 
@@ -50,7 +50,7 @@ def place(request: Request, live_queues: dict[str, bool], choices: tuple[Any, ..
         # a served target with its device first, then any served one, else the default virtual one
         served = sorted((not has, q) for q, has in live_queues.items()
                         if is_gpu_queue(q) and (not choices or q in choices))
-        target = served[0][1] if served else DEFAULT_VIRTUAL_TARGET
+        target = resolve("auto", [q for _, q in served])
         request = replace(request, options={**request.options, "target": target})
     arch = arch_name(target)
     if target not in live_queues:

@@ -112,3 +112,12 @@ def test_pygments_css_is_generated():
     done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "pygments_css.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, "static/pygments.css is stale: run scripts/pygments_css.py"
+
+
+def test_the_readme_describes_every_language_the_registry_offers():
+    """The registry is the only list of languages; the README's Inputs say what each one takes."""
+    from compiler import registry
+    readme = _read("README.md")
+    inputs = readme[readme.index("## Inputs"):]
+    for key in [*registry.offered(), "import"]:
+        assert f"**{key}**" in inputs, key

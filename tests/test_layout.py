@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 
 import pytest
@@ -288,7 +289,8 @@ class ToyPipeline(Pipeline):
 
 def test_a_new_compiler_is_one_package_and_one_registry_line(tmp_path, monkeypatch):
     """A toy compiler: a package holding its pipeline, plus one register() line; the registry, the
-    job parser (option schema) and a job context then serve it like any other compiler."""
+    job parser (option schema) and a job context then serve it like any other compiler, and the
+    page, the JSON API and MCP offer it with its options, the registry being their only list."""
     from compiler import registry
     from compiler.pipeline import Bundle, JobContext
     from service.jobs import Jobs, JobsConfig
@@ -298,7 +300,9 @@ def test_a_new_compiler_is_one_package_and_one_registry_line(tmp_path, monkeypat
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_TABLE", dict(registry._TABLE))
     monkeypatch.setattr(registry, "_LOADED", dict(registry._LOADED))
+    monkeypatch.setattr(registry, "_OFFERED", list(registry._OFFERED))
     registry.register("toy", "toy_compiler.pipeline:ToyPipeline")  # the one registry line
+    assert "toy" in registry.offered() and registry.package("toy") == "toy_compiler"
     jobs = Jobs(store=None, runner=None, config=JobsConfig(languages=("toy",), max_source_bytes=1000))
     request = jobs.parse({"language": "toy", "source": "hello small world", "options": {"upper": True}})
     assert request.options == {"upper": True}
@@ -307,6 +311,21 @@ def test_a_new_compiler_is_one_package_and_one_registry_line(tmp_path, monkeypat
     stage, = ctx.bundle.manifest.stages
     assert (stage.key, stage.format) == ("toy.words", "text")
     assert open(tmp_path / "out" / stage.file).read() == "HELLO\nSMALL\nWORLD"
+
+    from tests.conftest import make_app
+    app = make_app(tmp_path / "served", languages="toy")
+    try:
+        client = app.test_client()
+        listed = {lang["key"]: lang for lang in client.get("/api/languages").get_json()["languages"]}
+        assert [o["name"] for o in listed["toy"]["options"]] == ["upper"]
+        assert 'value="toy"' in client.get("/").get_data(as_text=True)
+        called = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                           "params": {"name": "list_languages", "arguments": {}}},
+                             headers={"Accept": "application/json, text/event-stream"})
+        offered = json.loads(called.get_json()["result"]["content"][0]["text"])["languages"]
+        assert [o["name"] for lang in offered if lang["key"] == "toy" for o in lang["options"]] == ["upper"]
+    finally:
+        app.extensions["irscope"].runner.shutdown()
 
 
 def test_the_fake_compiler_is_one_package_and_one_registry_line():

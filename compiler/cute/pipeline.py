@@ -21,7 +21,7 @@ import re
 from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import JobContext, Option, Pipeline, UserError
-from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, describe_target, get_target
+from compiler.targets import TARGETS, describe_target, get_target, resolve
 
 SOURCE_NAME = "kernels.py"
 
@@ -96,8 +96,7 @@ class CutePipeline(Pipeline):
         import torch
 
         real = _real_cuda_target()
-        name = request.options.get("target", "auto")
-        target = get_target(real if real in TARGETS else DEFAULT_VIRTUAL_TARGET) if name == "auto" else get_target(name)
+        target = get_target(resolve(request.options["target"], [real] if real in TARGETS else []))
         execute = real is not None and real == target.name
         os.environ["CUTE_DSL_ARCH"] = capture.cute_arch(target)
         os.makedirs(os.path.join(workdir, capture.DUMP_DIR), exist_ok=True)

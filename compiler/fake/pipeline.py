@@ -56,7 +56,7 @@ class FakePipeline(Pipeline):
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(lines, start=1))
         bundle.add("fake.lines", "Numbered lines", "Fake", "text", text if request.options.get("shout") else numbered,
                    source_map=[[n, n] for n in range(1, len(lines) + 1)])
-        if request.options.get("target", "host") != "host":
+        if request.options["target"] != "host":
             bundle.add("fake.target", "Target", "Fake", "text", request.options["target"])
         names = sorted(k for k in namespace if not k.startswith("__"))
         bundle.add("fake.names", "Names defined", "Fake", "text", "\n".join(names))

@@ -29,7 +29,7 @@ from compiler.kernels.resources import write_resource_table
 from compiler.kernels.stages import write_kernel_stages
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError
-from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target
+from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target, resolve
 
 SOURCE_NAME = "kernels.py"  # the program's file in the job (its lines are the stages' source lines)
 # What a spare of any of these languages imports before its job (environment() does not depend on
@@ -85,11 +85,8 @@ class TritonProgramPipeline(Pipeline):
         from compiler.targets import virtual_gpu
         virtual_gpu.check_versions()
         real = virtual_gpu.real_cuda_target_name()
-        name = request.options.get("target", "auto")
-        if name == "auto":
-            target = _real_target(real) if real else get_target(DEFAULT_VIRTUAL_TARGET)
-        else:
-            target = get_target(name)
+        name = resolve(request.options["target"], [real] if real else [])
+        target = _real_target(name) if name == real else get_target(name)
         execute = real is not None and real == target.name
         bundle.progress(f"running the program for {target.name}" + ("" if execute else " (virtual)"))
         target_info = describe_target(target, execute, real, torch.cuda.get_device_name(0) if execute else None)

@@ -33,8 +33,8 @@ def list_kernels():
 
 def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str:
     """The reproducer of a `triton` / `gluon` / `helion` job of `request`."""
-    options = {o.name: o.default for o in pipeline.options} | dict(request.options)
-    target = str(options.get("target", "auto"))
+    options = request.options  # normalised (Pipeline.reproducer)
+    target = options["target"]
     language = request.language
     packages = ("triton", "torch") + (("helion",) if language == "helion" else ())
     arch = target.split(":sm_", 1)[1] if ":sm_" in target else ""

@@ -160,14 +160,14 @@ class PyTorchPipeline(Pipeline):
         # The plain spare's warm-up compiled for the host. A GPU target installs its (virtual)
         # device before anything is compiled, so it gets a spare that installed that device before
         # its warm-up (compiled on it), or a worker whose process compiled nothing yet.
-        target = request.options.get("target", "host")
+        target = request.options["target"]
         if target == "host":
             return ""
         return target if TARGETS[target].is_cuda else None
 
     def uses_toolchain_cache(self, request: Request) -> bool:
         # the CPU probes and the precompiled header serve C++ kernels: the host target's
-        return request.options.get("target", "host") == "host"
+        return request.options["target"] == "host"
 
     def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
                       job_arrived: Callable[[], bool] = lambda: False, export_toolchain_cache: str = "") -> None:

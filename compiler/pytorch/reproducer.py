@@ -89,9 +89,9 @@ def _config_lines(options: dict[str, Any]) -> list[str]:
         "# irscope turns on Inductor's provenance tracking (it links each kernel to your lines): it adds",
         "# \"# [Provenance debug handles]\" comments to the output code and changes nothing else.",
         "inductor_config.trace.provenance_tracking_level = 1",
-        f"inductor_config.cpp_wrapper = {bool(options.get('cpp_wrapper'))!r}",
+        f"inductor_config.cpp_wrapper = {options['cpp_wrapper']!r}",
     ]
-    for key, value in (options.get("inductor_config") or {}).items():
+    for key, value in options["inductor_config"].items():
         lines.append(f"inductor_config.{key} = {value!r}  # the job's inductor_config")
     return lines
 
@@ -119,9 +119,9 @@ if torch.cuda.get_device_capability() != ({major}, {minor}):
 
 def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str:
     """The reproducer of a `pytorch` job of `request`, compiled with `toolchain`'s versions."""
-    options = {o.name: o.default for o in pipeline.options} | dict(request.options)
-    target = str(options.get("target", "host"))
-    export = bool(options.get("export"))
+    options = request.options  # normalised (Pipeline.reproducer)
+    target = options["target"]
+    export = options["export"]
     writes = [f"{USER_FILE}           your source, as the job ran it",
               "trace/             PyTorch's structured trace (TORCH_TRACE; tlparse reads it)",
               "output_code/       Inductor's output code per compile (index.json: irscope's stage keys)",
@@ -129,7 +129,7 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
     if export:
         writes.append("model.pt2          the AOTInductor package")
     needs = ""
-    world = int(options.get("devices") or 1)
+    world = options["devices"]
     if world > 1:
         needs = (f"The job ran rank 0 of a virtual world of {world} ranks (PyTorch's fake process-group backend, "
                  "compile-only on fake tensors). This script runs one plain process: start it as rank 0 of a real "

@@ -53,6 +53,15 @@ TARGETS: dict[str, GpuTarget] = {t.name: t for t in (
 DEFAULT_VIRTUAL_TARGET = "cuda:sm_90"
 
 
+def resolve(name: str, present: list[str] | tuple[str, ...] = ()) -> str:
+    """A target option's value as the target a job compiles for: `auto` is the first of `present`
+    (the device a worker has; in the worker tier, the queues live workers serve), else the default
+    virtual target; any other value is itself. The one rule for `auto`, for pipelines and routing."""
+    if name != "auto":
+        return name
+    return present[0] if present else DEFAULT_VIRTUAL_TARGET
+
+
 def get_target(name: str) -> GpuTarget:
     """The target called `name`; an unknown name is a KeyError listing the known ones."""
     if name not in TARGETS:

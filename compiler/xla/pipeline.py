@@ -196,7 +196,7 @@ class XlaPipeline(Pipeline):
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         # XLA reads the device count when the CPU client starts, so it must be in XLA_FLAGS first.
         return {"XLA_FLAGS": _device_flags(int(request.options.get("devices", 8))),
-                "JAX_PLATFORMS": _jax_platforms(request.options.get("target", "cpu"))}
+                "JAX_PLATFORMS": _jax_platforms(request.options["target"])}
 
     # --- the child --------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ class XlaPipeline(Pipeline):
                "workdir": work, "dump_dir": os.path.join(work, "dump"),
                "run": bool(request.options.get("time_run", True)),
                "settings": ctx.settings.to_json()}
-        target = request.options.get("target", "cpu")
+        target = request.options["target"]
         job["target"] = target
         if target != "cpu":
             gpu = get_xla_gpu_target(target)
