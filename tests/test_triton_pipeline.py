@@ -150,6 +150,44 @@ def HELION_WRONG_SHAPES() -> str:  # noqa: N802 - a source, like the constants a
     return HELION_EXAMPLE.replace("z = add(matmul(x, y), matmul(x, y))", "z = matmul(x, x)")
 
 
+# Two Helion kernels over a reduction, as Helion's own examples write them (a row softmax with its
+# config, a row sum in a loop with none): Helion 1.5.1 cannot enumerate a reduction dimension's block
+# sizes (iter_search_dimensions raises NotImplementedError), which failed the job at the user's line.
+HELION_REDUCTIONS = '''import torch
+import helion
+import helion.language as hl
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16], num_warps=4))
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n, _m = x.size()
+    out = torch.empty_like(x)
+    for tile_n in hl.tile(n):
+        out[tile_n, :] = torch.nn.functional.softmax(x[tile_n, :], dim=1)
+    return out
+
+
+@helion.kernel()
+def row_sum(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n):
+            acc += x[tile_m, tile_n].to(torch.float32).sum(dim=1)
+        out[tile_m] = acc.to(x.dtype)
+    return out
+
+
+def main():
+    x = torch.randn(4096, 2560, device="cuda", dtype=torch.float16)
+    print(softmax(x).shape, row_sum(x).shape)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
 SOURCE_FILE = "kernels.py"
 
 
@@ -186,6 +224,7 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion")))
     plan.append(("cuda:sm_90", HELION_WRONG_SHAPES(), os.path.join(base, "helion_wrong_shapes")))
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion_configs")))
+    plan.append(("cuda:sm_90", HELION_REDUCTIONS, os.path.join(base, "helion_reductions")))
     return plan
 
 
@@ -210,7 +249,7 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
     for name in ("reads_values", "compile_error", "wgmma_on_sm80", "spills", "gluon", "gluon_layout_error", "helion",
-                 "helion_wrong_shapes", "helion_configs"):
+                 "helion_wrong_shapes", "helion_configs", "helion_reductions"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -450,6 +489,26 @@ def test_a_gluon_layout_the_target_cannot_take_is_an_error_naming_the_line(jobs)
     assert error["kind"] == "CompileError" and error["line"] == _line(EXAMPLE, "gl.max(")
     assert "Layout has 32 threads per warp, but the module specifies 64 threads per warp." in error["message"]
     assert "has an invalid layout: #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32]" in error["message"]
+
+
+def test_helion_kernels_over_a_reduction_list_their_config_space_and_compile(jobs):
+    """Before: "line 36: NotImplementedError", raised by irscope's listing of the config space
+    (Helion cannot enumerate a reduction dimension's block sizes), and no kernel shown. Now the
+    field is a row saying so with Helion's own description, every other field is enumerated, and
+    both kernels compile to PTX (the row sum, in a loop over the reduction, enumerates all)."""
+    job = jobs["helion_reductions"]
+    assert job.error is None, job.error
+    softmax = {d["name"]: d for d in json.loads(job.text("helion.config:softmax"))["search_space"]}
+    loops = softmax["reduction_loops"]
+    assert loops["choices"] is None and loops["items"] == 1
+    assert "ReductionLoopSpec(block_ids=[1], size_hint=2560" in loops["not_enumerated"], loops
+    assert softmax["num_warps"]["values"] == [1, 2, 4, 8, 16, 32] and softmax["block_sizes"]["items"] == 1
+    table = job.text("helion.config_space:softmax")
+    assert re.search(r"^reduction_loops\s+\?\s+1 item\(s\); Helion does not enumerate this field", table, re.M), table
+    row_sum = {d["name"]: d for d in json.loads(job.text("helion.config:row_sum"))["search_space"]}
+    assert all(d.get("not_enumerated") is None for d in row_sum.values()) and row_sum["block_sizes"]["items"] == 2
+    for kernel in ("_helion_softmax", "_helion_row_sum"):
+        assert re.search(r"^\.target sm_90a?$", job.text(f"triton.ptx:{kernel}"), re.M), kernel
 
 
 def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_users_lines(jobs):

@@ -131,12 +131,47 @@ class HelionRecorder:
             decorator = bound.format_kernel_decorator(config, bound.settings)
         except Exception:  # noqa: BLE001 - the decorator is a convenience; the config itself is shown
             decorator = ""
-        space = [{"name": d.name, "choices": d.cardinality, "values": _plain(d.values), "items": d.num_items}
-                 for d in bound.config_spec.iter_search_dimensions()]
+        space = search_dimensions(bound.config_spec)
         inputs = [_describe_input(a) for a in getattr(bound, "fake_args", ()) or ()]
         self.compiles.append(HelionCompile(kernel=bound.kernel.name, config=_plain(values), chosen=chosen,
                                            decorator=decorator, search_space=space, module_file=module_file,
                                            inputs=inputs))
+
+
+def search_dimensions(spec: Any) -> list[dict[str, Any]]:
+    """Helion's config space for a bound kernel, a row per tunable field, as
+    `ConfigSpec.iter_search_dimensions` describes it. Helion 1.5.1 raises NotImplementedError there for
+    a reduction dimension's block sizes (`block_id_sequence._fragment`), which failed the whole job
+    at the user's line: then each field is described on its own, the same way, and a field Helion
+    cannot enumerate is a row saying so with Helion's own description of it (`repr`), never dropped.
+    The field walk (`ConfigSpec._flat_fields`, what iter_search_dimensions walks) is Helion 1.5.1's."""
+    def row(name: str, choices: Any, values: Any, items: int) -> dict[str, Any]:
+        return {"name": name, "choices": choices, "values": _plain(values), "items": items}
+
+    try:
+        return [row(d.name, d.cardinality, d.values, d.num_items) for d in spec.iter_search_dimensions()]
+    except NotImplementedError:
+        pass
+    from helion.autotuner.block_id_sequence import BlockIdSequence
+    rows = []
+    for name, spec_field in spec._flat_fields().items():
+        sequence = isinstance(spec_field, BlockIdSequence)
+        try:
+            rows.append(row(name, spec_field.cardinality(spec), None, len(spec_field)) if sequence
+                        else row(name, spec_field.cardinality(), spec_field.search_values(100), 0))
+        except NotImplementedError as e:
+            rows.append({**row(name, None, None, len(spec_field) if sequence else 0),
+                         "not_enumerated": f"Helion does not enumerate this field ({type(e).__name__}"
+                                           f"{': ' + str(e) if str(e) else ''}); Helion's own description: "
+                                           + (", ".join(_described(item) for item in spec_field) if sequence
+                                              else _described(spec_field))})
+    return rows
+
+
+def _described(item: Any) -> str:
+    """A Helion config item by its own fields (`ReductionLoopSpec(block_ids=[1], size_hint=2560, ...)`)."""
+    fields = {k: v for k, v in vars(item).items() if not k.startswith("_")} if hasattr(item, "__dict__") else {}
+    return f"{type(item).__name__}({', '.join(f'{k}={v!r}' for k, v in fields.items())})" if fields else repr(item)
 
 
 def user_lines(module_text: str, user_file: str) -> dict[int, int]:
@@ -163,7 +198,9 @@ def space_table(compile_: HelionCompile) -> str:
     for d in compile_.search_space:
         values = ", ".join(str(v) for v in d["values"]) if d["values"] else (
             f"{d['items']} item(s)" if d["items"] else "-")
-        rows.append((d["name"], str(d["choices"]), values))
+        if d.get("not_enumerated"):
+            values = f"{values}; {d['not_enumerated']}"
+        rows.append((d["name"], "?" if d["choices"] is None else str(d["choices"]), values))
     width = [max(len(r[i]) for r in rows) for i in range(2)]
     lines = [f"{r[0]:<{width[0]}}  {r[1]:>{width[1]}}  {r[2]}" for r in rows]
     lines.insert(1, "-" * len(lines[0]))
