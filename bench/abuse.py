@@ -90,7 +90,10 @@ while time.monotonic() < end:
             except OSError:
                 pass
 print("signals that reached another process:", reached, flush=True)
-os.kill(0, signal.SIGKILL)  # as the attack review's job did (PID 1 of its namespace: it lives on)
+try:
+    os.kill(-1, signal.SIGKILL)  # every process it can name but itself: none outside its own sandbox
+except ProcessLookupError:
+    print("kill(-1, SIGKILL): no other process to signal")
 '''
 WAITER = "import time\ntime.sleep(100)\nprint('the flood waited on me')\n"
 MCP_FLOOD_WAITS = 30
@@ -216,8 +219,9 @@ def attack(base: str, stop: threading.Event, report: dict) -> list[threading.Thr
         said = [s for s in job.get("stages") or [] if s["key"] == "run.stdout"]
         _, text = http(base, f"/api/jobs/{job['id']}/stages/run.stdout") if said else (0, "")
         forked = (job.get("timings") or {}).get("job", {}).get("spare", {}).get("forked_from_template")
-        report["signal attack"] = (f"{job['status']} (forked from a template: {forked}); "
-                                   f"{str(text).strip() or job.get('error')}")
+        error = job.get("error") or {}
+        report["signal attack"] = (f"{job['status']}{' ' + str(error.get('kind')) if error else ''} (forked from a "
+                                   f"template: {forked}); {' '.join(str(text).split()) or error.get('message')}")
 
     def mcp_flood() -> None:
         client = Client(base, "203.0.113.7")
