@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -124,8 +125,39 @@ model = torch.nn.Linear(4, 4)
 example_inputs = (torch.randn(2, 4),)
 '''
 
+# A tensor-parallel MLP as torchrun scripts write it: the model moved with .cuda() before
+# parallelize_module, in a main() the script calls. Before: "_apply(): Couldn't swap Linear.weight"
+# (the source runs on fake tensors in a world, and Module._apply swaps a fake parameter in place).
+TP_CUDA = '''\
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+
+class MLP(nn.Module):
+    def __init__(self, dim=256, hidden=1024):
+        super().__init__()
+        self.up = nn.Linear(dim, hidden)
+        self.down = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def main():
+    mesh = init_device_mesh("cuda", (8,))
+    return parallelize_module(MLP().cuda(), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+
+
+model = main()
+example_inputs = (torch.randn(16, 256, device="cuda"),)
+'''
+
 # name -> (source, options)
 COMPILES = {
+    "tp_cuda": (TP_CUDA, {"devices": 8, "target": "cuda:sm_90"}),
+    "tp_on_device": (TP_CUDA.replace("MLP().cuda()", "MLP()"), {"devices": 8, "target": "cuda:sm_90"}),
     "bucketed": (TWO_BRANCHES, {"devices": 8, "interconnect": "nvlink4", "link_latency_ns": 1000,
                                 "inductor_config": {"bucket_all_reduces_fx": "all"}}),
     "mesh_too_big": (MESH_TOO_BIG, {"devices": 8}),
@@ -187,6 +219,23 @@ def test_collectives_before_and_after_inductors_bucketing(jobs):
     # compile-only, and saying why
     run_mode = job.manifest["timings"]["run_mode"]
     assert run_mode["mode"] == "compile-only" and "virtual world of 8 ranks" in run_mode["sentence"]
+
+
+def test_a_model_moved_with_cuda_before_parallelize_module_compiles_as_one_left_where_it_is(jobs):
+    """`.cuda()` on the model of a world (fake tensors) converts by assignment: the job compiles,
+    and its placements and Inductor's output code equal those of the same model not moved (on a
+    virtual GPU target a module's tensors are made on the CPU and sharded onto the mesh's device)."""
+    moved, unmoved = jobs["tp_cuda"], jobs["tp_on_device"]
+    assert moved.error is None and unmoved.error is None, (moved.error, unmoved.error)
+    placements = json.loads(moved.text("distributed.placements"))
+    assert placements == json.loads(unmoved.text("distributed.placements"))
+    assert sorted(a["name"] for a in placements["arrays"]) == ["down.bias", "down.weight", "up.bias", "up.weight"]
+    def without_paths(text: str) -> str:  # each job's own work directory is named in its output code
+        return re.sub(r"\S*/work/", "<work>/", text)
+    code = moved.text("inductor.output_code:0/0")
+    assert without_paths(code) == without_paths(unmoved.text("inductor.output_code:0/0"))
+    assert "device='cuda:0'" in code  # compiled for the virtual H100s, as the unmoved model is
+    assert moved.text("distributed.collectives") == unmoved.text("distributed.collectives")
 
 
 def test_a_mesh_larger_than_the_world_names_the_line(jobs):

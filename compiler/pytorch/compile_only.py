@@ -37,7 +37,7 @@ def to_fake(value: Any, mode: Any) -> Any:
     import torch.utils._pytree as pytree
 
     if isinstance(value, torch.nn.Module):
-        return _replace_tensors(value, lambda t: _fake_tensor(t, mode))
+        return replace_tensors(value, lambda t: _fake_tensor(t, mode))
     return pytree.tree_map(lambda t: _fake_tensor(t, mode) if isinstance(t, torch.Tensor) else t, value)
 
 
@@ -48,12 +48,12 @@ def to_device(model: Any, inputs: tuple, device: str) -> tuple[Any, tuple]:
     import torch.utils._pytree as pytree
 
     if isinstance(model, torch.nn.Module):
-        model = _replace_tensors(model, lambda t: t.to(device))
+        model = replace_tensors(model, lambda t: t.to(device))
     inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, inputs)
     return model, inputs
 
 
-def _replace_tensors(model: Any, convert: Any) -> Any:
+def replace_tensors(model: Any, convert: Any) -> Any:
     """`model` with each parameter and buffer replaced by `convert(tensor)`, as Module._apply would,
     but by assignment: Module._apply swaps a fake parameter in place, which PyTorch refuses (a fake
     tensor has weak references). A Parameter stays a Parameter with its requires_grad, one shared by

@@ -91,7 +91,8 @@ def _mesh_layout_outside_fake_mode() -> None:
 @contextlib.contextmanager
 def source_patches(world: World, path: str) -> Iterator[None]:
     """While the source runs: meshes built outside the fake mode and recorded; the source's own
-    init_process_group answered by the world already there (or refused with its line)."""
+    init_process_group answered by the world already there (or refused with its line); a model
+    moved with `.cuda()` / `.to()` / `.half()` on the fake tensors it is made of."""
     import torch.distributed as dist
     import torch.distributed.device_mesh as device_mesh
     import torch.distributed.distributed_c10d as c10d
@@ -124,8 +125,24 @@ def source_patches(world: World, path: str) -> Iterator[None]:
                                                             f"one of {world.size} (option devices: {world.size}): "
                                                             f"set devices: {asked}"))
 
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from compiler.pytorch.compile_only import replace_tensors
+    original_apply = torch.nn.Module._apply
+
+    def module_apply(module: Any, fn: Any, recurse: bool = True) -> Any:
+        # The source runs on fake tensors here, and Module._apply swaps a fake parameter in place,
+        # which PyTorch refuses ("Couldn't swap Linear.weight"): `.cuda()`, `.to(device)`,
+        # `.half()` on a model, as a torchrun script calls them before parallelize_module, convert
+        # by assignment instead (compile_only.replace_tensors), with the same result.
+        if recurse and any(isinstance(t, FakeTensor) for m in module.modules()
+                           for t in (*m._parameters.values(), *m._buffers.values())):
+            return replace_tensors(module, fn)
+        return original_apply(module, fn, recurse)
+
     patched = [(device_mesh, "init_device_mesh", init_device_mesh), (c10d, "init_process_group", init_process_group),
-               (dist, "init_process_group", init_process_group)]
+               (dist, "init_process_group", init_process_group), (torch.nn.Module, "_apply", module_apply)]
     import torch.distributed.tensor as dtensor
     for module in (dist, dtensor):
         if getattr(module, "init_device_mesh", None) is original_mesh:
