@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import pytest
 from torch.testing import FileCheck
 
+from compiler.kernels import virtual_checks
+
 if TYPE_CHECKING:  # the child process this file also is imports no test helper at module level
     from testbed.bundle_jobs import Job
     from tests.conftest import Background
@@ -188,6 +190,88 @@ if __name__ == "__main__":
     main()
 '''
 
+# Programs as the projects publish them, checks and benchmarks included: Triton's vector-add
+# tutorial (its DEVICE line, an assert_close against PyTorch, do_bench) and a file of Helion kernels
+# checked with Helion's run_example from a main(). Before, on a virtual GPU, the first comparison
+# raised on fake tensors and the job failed with the file's later kernels never compiled.
+TUTORIAL_ADD = '''import torch
+import triton
+import triton.language as tl
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(output_ptr + offsets, x + y, mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor):
+    output = torch.empty_like(x)
+    n_elements = output.numel()
+    grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]), )
+    add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)
+    return output
+
+
+torch.manual_seed(0)
+size = 98432
+x = torch.rand(size, device=DEVICE)
+y = torch.rand(size, device=DEVICE)
+output_torch = x + y
+output_triton = add(x, y)
+torch.testing.assert_close(output_triton, output_torch)
+ms = triton.testing.do_bench(lambda: add(x, y))
+print(f"add: {ms:.3f} ms")
+'''
+
+HELION_RUN_EXAMPLE = '''from __future__ import annotations
+
+import torch
+
+import helion
+from helion._testing import DEVICE
+from helion._testing import run_example
+import helion.language as hl
+
+
+@helion.kernel(config=helion.Config(block_sizes=[32, 32], num_warps=4))
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = x[tile] + y[tile]
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16], num_warps=4))
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n, _m = x.size()
+    out = torch.empty_like(x)
+    for tile_n in hl.tile(n):
+        out[tile_n, :] = torch.nn.functional.softmax(x[tile_n, :], dim=1)
+    return out
+
+
+def check(n: int, m: int) -> None:
+    x = torch.randn([n, m], device=DEVICE, dtype=torch.float16)
+    y = torch.randn([n, m], device=DEVICE, dtype=torch.float16)
+    run_example(add, torch.add, (x, y))
+    run_example(softmax, lambda t: torch.nn.functional.softmax(t, dim=1), (x,))
+
+
+def main() -> None:
+    check(1024, 1024)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
 SOURCE_FILE = "kernels.py"
 
 
@@ -225,6 +309,8 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", HELION_WRONG_SHAPES(), os.path.join(base, "helion_wrong_shapes")))
     plan.append(("cuda:sm_90", HELION_EXAMPLE, os.path.join(base, "helion_configs")))
     plan.append(("cuda:sm_90", HELION_REDUCTIONS, os.path.join(base, "helion_reductions")))
+    plan.append(("cuda:sm_90", TUTORIAL_ADD, os.path.join(base, "tutorial_add")))
+    plan.append(("cuda:sm_90", HELION_RUN_EXAMPLE, os.path.join(base, "helion_run_example")))
     return plan
 
 
@@ -249,7 +335,7 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
     for name in ("reads_values", "compile_error", "wgmma_on_sm80", "spills", "gluon", "gluon_layout_error", "helion",
-                 "helion_wrong_shapes", "helion_configs", "helion_reductions"):
+                 "helion_wrong_shapes", "helion_configs", "helion_reductions", "tutorial_add", "helion_run_example"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -509,6 +595,29 @@ def test_helion_kernels_over_a_reduction_list_their_config_space_and_compile(job
     assert all(d.get("not_enumerated") is None for d in row_sum.values()) and row_sum["block_sizes"]["items"] == 2
     for kernel in ("_helion_softmax", "_helion_row_sum"):
         assert re.search(r"^\.target sm_90a?$", job.text(f"triton.ptx:{kernel}"), re.M), kernel
+
+
+def test_published_programs_checks_and_benchmarks_are_answered_without_values_on_a_virtual_gpu(jobs):
+    """Triton's tutorial and a Helion file with run_example end done on a virtual H100, every kernel
+    compiled; each check says "not compared" and each benchmark "not timed" at its line, and the
+    benchmark's time is NaN, never an invented number."""
+    tutorial = jobs["tutorial_add"]
+    assert tutorial.error is None, tutorial.error
+    assert re.search(r"^\.target sm_90a?$", tutorial.text("triton.ptx:add_kernel"), re.M)
+    notices = tutorial.text("run.notices").splitlines()
+    assert notices == [
+        f"line {_line(TUTORIAL_ADD, 'torch.testing.assert_close(')}: torch.testing.assert_close: "
+        f"{virtual_checks.NOT_COMPARED}",
+        f"line {_line(TUTORIAL_ADD, 'triton.testing.do_bench(')}: triton.testing.do_bench: {virtual_checks.NOT_TIMED}"]
+    assert tutorial.text("run.stdout") == "add: nan ms\n"
+    helion_job = jobs["helion_run_example"]
+    assert helion_job.error is None, helion_job.error
+    for kernel in ("_helion_add", "_helion_softmax"):  # the second run_example's kernel compiled too
+        assert re.search(r"^\.target sm_90a?$", helion_job.text(f"triton.ptx:{kernel}"), re.M), kernel
+    lines = [int(n.split(":")[0][5:]) for n in helion_job.text("run.notices").splitlines()]
+    assert lines == [_line(HELION_RUN_EXAMPLE, "run_example(add"), _line(HELION_RUN_EXAMPLE, "run_example(softmax")]
+    assert "helion._testing.run_example: helion, torch called once each; not compared" in \
+        helion_job.text("run.notices")
 
 
 def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_users_lines(jobs):

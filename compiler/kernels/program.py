@@ -27,6 +27,7 @@ from compiler.kernels.capture import KernelCapture, diagnostics_kept, first_mlir
 from compiler.kernels.launches import LaunchRecorder
 from compiler.kernels.resources import write_resource_table
 from compiler.kernels.stages import write_kernel_stages
+from compiler.kernels.virtual_checks import VirtualChecks
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target, resolve
@@ -97,9 +98,11 @@ class TritonProgramPipeline(Pipeline):
         sink = user_code.CappedText(ctx.settings.output_bytes)
         error: UserError | None = None
         namespace: dict[str, Any] = {}
+        checks = VirtualChecks(path)
         with contextlib.ExitStack() as stack:
             if not execute:
                 self._install_virtual(target, ctx)
+                stack.enter_context(checks.installed())  # the program's checks and benchmarks: no values
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 # Triton reads data_ptr() for alignment; a fake tensor answers 0 (aligned) with a warning
@@ -127,6 +130,13 @@ class TritonProgramPipeline(Pipeline):
         output = sink.getvalue()
         bundle.add("run.stdout", "Program output", "Run", "text", output,
                    meta={"target": target.name, "executed": execute})
+        if checks.notices:
+            bundle.add("run.notices", "Not compared, not timed", "Run", "text", checks.text(),
+                       source_map=[[n, notice["line"]] for n, notice in enumerate(checks.notices, start=1)
+                                   if notice["line"]],
+                       meta={"count": len(checks.notices), "note": "the program's checks and benchmarks on a virtual "
+                                                                     "GPU: nothing ran, so nothing was compared or "
+                                                                     "timed (compiler/kernels/virtual_checks.py)"})
         if error is not None:
             raise error
         if not capture.ordered():
