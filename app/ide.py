@@ -16,7 +16,9 @@ from app.lessons import for_request
 from app.refusals import renders_page
 from compiler import formats, registry
 from compiler.errors import Refused
+from compiler.pipeline import OptionError
 from service import stage_reader
+from service.jobs import RequestError
 from service.store import Job
 from viewers import timings as timings_viewer
 from viewers.explanations import explanation_for
@@ -106,7 +108,10 @@ def form_options(language: str) -> dict:
         if option.kind == "bool":
             out[option.name] = field in request.form
         elif field in request.form and request.form[field] != "":
-            out[option.name] = option.from_text(request.form[field])
+            try:
+                out[option.name] = option.from_text(request.form[field])
+            except OptionError as e:  # a field's text that is not of its option's kind: a sentence, 400
+                raise RequestError(str(e)) from None
     return out
 
 

@@ -106,6 +106,20 @@ def test_ide_page_and_htmx_compile(client):
     assert "hx-trigger" not in page  # a finished job is not polled any more
 
 
+def test_a_form_field_not_of_its_options_kind_is_a_sentence_naming_the_option(client):
+    """Form fields are text, read by their option's kind (Option.from_text); one that is not of
+    that kind is refused with the option's name (before the form went through as a string)."""
+    r = client.post("/compile", data={"language": "fake", "source": SOURCE, "opt.stage_delay_s": "soon"})
+    assert r.status_code == 400, r.get_data(as_text=True)[:300]
+    assert "option &#39;stage_delay_s&#39; takes an integer, not &#39;soon&#39;" in r.get_data(as_text=True) or \
+        "option 'stage_delay_s' takes an integer, not 'soon'" in r.get_data(as_text=True)
+    r = client.post("/compile", data={"language": "fake", "source": SOURCE + "# typed\n", "opt.stage_delay_s": "0",
+                                      "opt.spare": "none", "opt.target": "host"})
+    assert r.status_code == 200
+    job = wait_job(client, r.headers["HX-Push-Url"].rsplit("/", 1)[1])
+    assert (job["request"]["options"]["stage_delay_s"], job["request"]["options"]["spare"]) == (0, "none")
+
+
 def test_diff_between_stages(client):
     job = compile_and_wait(client, "fake", SOURCE)
     pane = client.get(f"/j/{job['id']}/stage/fake.lines?diff=source").get_data(as_text=True)
