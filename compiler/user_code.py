@@ -11,7 +11,7 @@ import re
 import runpy
 import sys
 import traceback
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from compiler.errors import ErrorKind
 from compiler.model import JobSettings
@@ -207,6 +207,28 @@ def run_user_file(path: str, limits: JobSettings) -> tuple[dict[str, Any], str]:
         error.output = sink.getvalue()
         raise error from e
     return namespace, sink.getvalue()
+
+
+def run_as_main(path: str, sink: CappedText, explain: Callable[[BaseException], UserError],
+                then: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], UserError | None]:
+    """Run the user's program as `python file.py` runs it (`__main__`: its main() guard taken), its
+    output into `sink`, then `then()` (still the program's run): its namespace, and its error or
+    None. exit(0) ends it like its last line; a non-zero exit, and whatever it raises (`explain`
+    says what), is a UserError returned, never an escape. The run every program language shares
+    (Triton, Gluon and Helion's, CuTe's)."""
+    namespace: dict[str, Any] = {}
+    try:
+        with captured_stdout(sink):
+            namespace = runpy.run_path(path, run_name="__main__")
+        then()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            return namespace, UserError(ErrorKind.UserCodeError, f"the program called exit({e.code})", None)
+    except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return namespace, explain(e)
+    return namespace, None
 
 
 def run_source(ctx: JobContext, path: str) -> tuple[dict[str, Any], str]:

@@ -111,24 +111,13 @@ class CutePipeline(Pipeline):
         launches = capture.VirtualLaunches(path, virtual=not execute)
         sink = user_code.CappedText(ctx.settings.output_bytes)
         stderr_file = os.path.join(workdir, "stderr-while-running.txt")
-        error: UserError | None = None
         with contextlib.ExitStack() as stack:
             if not execute:
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
             stack.enter_context(diagnostics_kept(stderr_file))
-            try:
-                stack.enter_context(launches.installed())
-                with user_code.captured_stdout(sink):
-                    import runpy
-                    runpy.run_path(path, run_name="__main__")
-            except SystemExit as e:
-                if e.code not in (None, 0):
-                    error = UserError(ErrorKind.UserCodeError, f"the program called exit({e.code})", None)
-            except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
-                if isinstance(e, KeyboardInterrupt):
-                    raise
-                error = self._error(e, path, execute, ctx)
+            stack.enter_context(launches.installed())
+            _, error = user_code.run_as_main(path, sink, lambda e: self._error(e, path, execute, ctx))
         del torch
 
         with open(stderr_file, encoding="utf-8", errors="replace") as f:

@@ -96,8 +96,6 @@ class TritonProgramPipeline(Pipeline):
         capture = self._capture = KernelCapture(os.path.join(workdir, "mlir-passes"))
         recorder = LaunchRecorder(path, execute)
         sink = user_code.CappedText(ctx.settings.output_bytes)
-        error: UserError | None = None
-        namespace: dict[str, Any] = {}
         checks = VirtualChecks(path)
         with contextlib.ExitStack() as stack:
             if not execute:
@@ -111,19 +109,11 @@ class TritonProgramPipeline(Pipeline):
             stack.enter_context(recorder.installed())
             stack.enter_context(diagnostics_kept(self._diagnostics_file(workdir)))
             self._enter_language(stack, execute)
-            try:
-                with user_code.captured_stdout(sink):
-                    import runpy
-                    namespace = runpy.run_path(path, run_name="__main__")
-                self._after_program(request, bundle)
-            except SystemExit as e:
-                if e.code not in (None, 0):
-                    error = UserError(ErrorKind.UserCodeError, f"the program called exit({e.code})", None)
-            except BaseException as e:  # noqa: BLE001 - every failure of user code becomes a job error
-                if isinstance(e, KeyboardInterrupt):
-                    raise
+
+            def explain(e: BaseException) -> UserError:
                 self._launched = recorder.seen
-                error = self._error(e, path, execute, ctx)
+                return self._error(e, path, execute, ctx)
+            namespace, error = user_code.run_as_main(path, sink, explain, lambda: self._after_program(request, bundle))
         del torch
 
         self._write_stages(bundle, capture, recorder, path, workdir, target_info)
