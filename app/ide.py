@@ -182,7 +182,7 @@ def stage_pane(job_id: str, key: str):
     stage, lines = stage_reader.head(svc.store, job_id, key)
     pages = None
     if lines <= per_page or _is_code(stage.format):
-        read = stage_reader.page(svc.store, job_id, stage.key, page, per_page)
+        read = stage_reader.page(svc.store, job_id, stage.key, page, per_page, (stage, lines))
         stage, text = read.stage, read.text
         if not read.whole:
             pages = {"page": page, "count": -(-lines // per_page), "lines": lines, "first": read.first,

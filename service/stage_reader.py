@@ -38,10 +38,11 @@ def head(store: Store, job_id: str, key: str) -> tuple[Stage, int]:
     return found[0], found[1]
 
 
-def lines(store: Store, job_id: str, key: str, first: int, last: int | None, most: int) -> StageLines:
+def lines(store: Store, job_id: str, key: str, first: int, last: int | None, most: int,
+          known: tuple[Stage, int] | None = None) -> StageLines:
     """Lines `first`..`last` (the stage's end when None), at most `most` of them; Refused when the
-    stage does not exist or `first` is past its end."""
-    stage, count = head(store, job_id, key)
+    stage does not exist or `first` is past its end. `known`: its `head`, when the caller read it."""
+    stage, count = known or head(store, job_id, key)
     first = max(first, 1)
     if first > max(count, 1):
         raise Refused(ErrorKind.RequestError, f"stage {stage.key} has {count} lines; line {first} is past its end")
@@ -50,10 +51,11 @@ def lines(store: Store, job_id: str, key: str, first: int, last: int | None, mos
     return StageLines(stage, count, first, max(last, first - 1), text)
 
 
-def page(store: Store, job_id: str, key: str, number: int, per_page: int) -> StageLines:
+def page(store: Store, job_id: str, key: str, number: int, per_page: int,
+         known: tuple[Stage, int] | None = None) -> StageLines:
     """Page `number` (from 1) of `per_page` lines; Refused past the last page."""
-    stage, count = head(store, job_id, key)
+    stage, count = known or head(store, job_id, key)
     pages = max(-(-count // per_page), 1)
     if number > pages:
         raise Refused(ErrorKind.NotFound, f"stage {stage.key!r} has {pages} pages")
-    return lines(store, job_id, stage.key, (max(number, 1) - 1) * per_page + 1, None, per_page)
+    return lines(store, job_id, stage.key, (max(number, 1) - 1) * per_page + 1, None, per_page, (stage, count))
