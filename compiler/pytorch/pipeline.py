@@ -17,7 +17,8 @@ import ast
 import contextlib
 import os
 import time
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from compiler.errors import ErrorKind
 from compiler.kernels.capture import KernelCapture
@@ -41,7 +42,7 @@ from compiler.pytorch import (
 from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
-from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, virtual_gpu
+from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, virtual_gpu
 from compiler.user_code import CappedText, captured_stdout, is_out_of_memory, run_source, user_error, write_user_file
 
 USER_FILE = "model.py"
@@ -185,9 +186,68 @@ class PyTorchPipeline(Pipeline):
 
     def run(self, request: Request, ctx: JobContext) -> None:
         options, bundle = request.options, ctx.bundle
-        bundle.add("source", "Source", "Source", "python", request.source,
+        path = _write_source(request, ctx)
+        toolchain = _Toolchain.before_torch(ctx, options["target"])
+        torch, baseline_rss = toolchain.import_torch(ctx)
+        logs, scheduler_estimates = _configure_inductor(options, torch)
+        _refuse_export_with_training(options)
+        gpu = _gpu_target(options, toolchain, bundle, torch)
+        # A world of `devices` ranks: the default process group initialised as torchrun would, and
+        # the source's meshes recorded, while the source and the convention's functions run.
+        world = virtual_world.start(options["devices"], torch) if options["devices"] > 1 else None
+        built = _run_source_and_build(options, ctx, path, world, gpu, torch)
+        _refuse_what_the_run_mode_cannot_do(options, built.run_mode)
+        built.model, built.inputs = _on_target_device(built, options["target"], gpu, torch)
+        compiled = _compiled_model(options, built, torch, bundle)
+        capture = _Capture.start(options, ctx, path, world, gpu, built.run_mode, torch, logs, scheduler_estimates)
+        call = _first_call(capture, built, compiled, options, ctx, path, torch)
+        entries = capture.finish(built, options, torch)
+        _record_compile_timings(bundle, entries, toolchain, built.run_source_s, call)
+        if call.error is not None:
+            raise call.error
+        if ctx.export_toolchain_cache:  # the trusted warm-up job only
+            toolchain.export(ctx.export_toolchain_cache)
+            return
+        if built.run_mode.compile_only:
+            return  # nothing ran: no run times, only Inductor's estimates (above)
+        # Every stage is in the bundle (and so reaches the page) before the measurement starts; from
+        # here on the job compiled, and whatever stops the measurement leaves it done.
+        bundle.compiled()
+        bundle.progress("timing eager and compiled calls")
+        call.outputs = None  # the compiling call's outputs: the measurement keeps its own
+        _measure(bundle, built.model, call.compiled, built.inputs, options["training"], built.run_mode, path, ctx,
+                 torch, baseline_rss)
+
+
+# The phases of PyTorchPipeline.run, in the order it runs them.
+
+def _write_source(request: Request, ctx: JobContext) -> str:
+    """The `source` stage (each line mapped to itself) and the user's file the job runs; its path."""
+    ctx.bundle.add("source", "Source", "Source", "python", request.source,
                    source_map=[[n, n] for n in range(1, request.source.count("\n") + 2)])
-        path = write_user_file(request.source, USER_FILE, ctx.workdir)
+    return write_user_file(request.source, USER_FILE, ctx.workdir)
+
+
+@dataclass
+class _Toolchain:
+    """What the job takes from the toolchain cache and what it builds beside torch's import (the
+    virtual CUDA device's C++ half, the CPU probes), for the compile timings and, in the trusted
+    warm-up job, the toolchain cache it exports."""
+
+    cache_dir: str  # the job's Inductor cache
+    probes: int  # ISA probes seeded from the toolchain cache
+    imported_probes: set[str]
+    preinstalled: GpuTarget | None  # the virtual GPU this spare installed before its warm-up
+    runtime: virtual_gpu.RuntimeBuild | None  # the virtual device's C++ half, for this job
+    shim: virtual_gpu.RuntimeBuild | None  # the same, built into the exported toolchain cache
+    import_s: float = 0.0
+    header_dir: str = ""
+    headers: list[str] = field(default_factory=list)  # precompiled headers linked from the cache
+    isa_probes: dict[str, object] | None = None  # the warm-up job's probes, run in parallel
+
+    @classmethod
+    def before_torch(cls, ctx: JobContext, target: str) -> _Toolchain:
+        """Seed the job's Inductor cache and start the builds that need torch's headers, not torch."""
         cache_dir = _inductor_cache_dir(ctx.workdir)
         probes = toolchain_cache.import_probes(ctx.toolchain_cache, cache_dir)
         imported_probes = set(toolchain_cache.probe_libraries(cache_dir))
@@ -196,177 +256,289 @@ class PyTorchPipeline(Pipeline):
         # unless this worker is a spare that installed the device before its warm-up.
         preinstalled = gpu_codegen.installed()
         runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir) \
-            if options["target"] != "host" and preinstalled is None else None
+            if target != "host" and preinstalled is None else None
         # The trusted warm-up job builds that C++ half once, into the toolchain cache it exports:
         # started now, so g++ runs beside the import and the warm-up compile, not after them.
         shim = virtual_gpu.RuntimeBuild(os.path.join(ctx.export_toolchain_cache, virtual_gpu.RUNTIME_CACHE_DIR)) \
             if ctx.export_toolchain_cache else None
-        bundle.progress("importing torch")
+        return cls(cache_dir, probes, imported_probes, preinstalled, runtime, shim)
+
+    def import_torch(self, ctx: JobContext) -> tuple[Any, int | None]:
+        """Import torch (timed), then link the cache's precompiled headers where Inductor looks.
+        Returns torch and the process's resident memory before the model exists."""
+        ctx.bundle.progress("importing torch")
         started = time.perf_counter()
         import torch
         import torch._inductor.codecache
-        import torch._inductor.config as inductor_config
-        import_s = time.perf_counter() - started
+        import torch._inductor.config  # set by _configure_inductor
+        self.import_s = time.perf_counter() - started
         baseline_rss = peak_memory.process_resident_bytes()  # before the model exists
-        header_dir = torch._inductor.codecache._HEADER_DIR
-        headers = toolchain_cache.link_headers(ctx.toolchain_cache, header_dir)
+        self.header_dir = torch._inductor.codecache._HEADER_DIR
+        self.headers = toolchain_cache.link_headers(ctx.toolchain_cache, self.header_dir)
         # the trusted warm-up job: the CPU probes, in parallel (a job meets them at its first compile)
-        isa_probes = toolchain_cache.probe_isas(built=probes > 0) if ctx.export_toolchain_cache else None
-        # Provenance tracking links each kernel to the user's lines; it only adds
-        # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
-        inductor_config.trace.provenance_tracking_level = 1
-        logs = artifact_logs.install(torch, (estimates.ARTIFACT,))
-        scheduler_estimates = estimates.install(torch)
-        inductor_config.cpp_wrapper = options["cpp_wrapper"]
-        for key, value in options["inductor_config"].items():
-            _set_config(inductor_config, key, value)
-        if options["export"] and options["training"]:
-            raise UserError(ErrorKind.OptionError, "export and training do not combine: torch.export captures "
-                                                   "inference graphs for AOTInductor")
-        gpu = None  # the virtual GPU, when the target is a GPU this worker does not have
-        if options["target"] != "host":
-            if preinstalled is None and torch.cuda.is_available():
-                bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
-                                         "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
-                                         "virtual": False, "executed": True})
-            else:
-                gpu = gpu_codegen.virtual_target(options["target"], options)
-                gpu_codegen.install(gpu, runtime, bundle)
+        self.isa_probes = toolchain_cache.probe_isas(built=self.probes > 0) if ctx.export_toolchain_cache else None
+        return torch, baseline_rss
 
-        # A world of `devices` ranks: the default process group initialised as torchrun would, and
-        # the source's meshes recorded, while the source and the convention's functions run.
-        world = virtual_world.start(options["devices"], torch) if options["devices"] > 1 else None
+    def timings(self) -> dict[str, Any]:
+        """The compile timings' account of the toolchain: what came from the cache, what the job built."""
+        timings: dict[str, Any] = {
+            "isa_probes_from_toolchain_cache": self.probes,
+            "isa_probes_built_in_job": [name for name in toolchain_cache.probe_libraries(self.cache_dir)
+                                        if name not in self.imported_probes],
+            "vector_isa": toolchain_cache.isas_found(),
+        }
+        if self.isa_probes is not None:
+            timings["isa_probes_in_parallel"] = self.isa_probes
+        timings["precompiled_headers_from_toolchain_cache"] = len(self.headers)
+        timings["precompiled_headers_built_in_job"] = toolchain_cache.headers_built(self.header_dir)
+        return timings
 
-        def in_world() -> Any:
-            return virtual_world.source_patches(world, path) if world is not None else contextlib.nullcontext()
+    def export(self, dest: str) -> None:
+        """The trusted warm-up job's: the probes and precompiled headers into the toolchain cache."""
+        toolchain_cache.export(self.cache_dir, self.header_dir, dest)
+        self.shim.wait()  # the virtual CUDA device's C++ half: irscope's own source against this torch
 
-        bundle.progress("running your source")
-        started = time.perf_counter()
-        mode = compile_only.fake_mode()
-        try:
-            # Rank 0 of a world is compiled, never run: its source runs on fake tensors, so a model
-            # sized for a cluster is built and sharded without its memory (and on a virtual GPU).
-            with in_world(), mode if world is not None else contextlib.nullcontext():
-                namespace, printed = run_source(ctx, path)
-        except UserError as e:
-            raise _explained(virtual_world.explained(e, options["devices"]), _VALUE_TOO_BIG) from None
-        program = entry_points.find(namespace, torch)
-        try:
-            with in_world():
-                run_mode, model, inputs, built_output = _build(program, options, ctx, mode, gpu, path, torch)
-        except UserError as e:
-            raise virtual_world.explained(e, options["devices"]) from None
-        run_source_s = time.perf_counter() - started
-        printed += built_output
-        bundle.timing("run_mode", run_mode.to_json())
-        if run_mode.compile_only and options["export"]:
-            raise UserError(ErrorKind.OptionError, "export: AOTInductor packages the weights' values and loads the "
-                                                   f"package to run it; this job is {run_mode.sentence}, so use "
-                                                   "export=false")
-        if run_mode.compile_only and str(options["mode"]).startswith("max-autotune"):
-            raise UserError(ErrorKind.OptionError, "max-autotune benchmarks candidate kernels on real tensors of these "
-                                                   f"shapes; this job is {run_mode.sentence}, so use mode=default")
-        if options["target"] != "host" and gpu is None:
-            if run_mode.compile_only:
-                with mode:
-                    model, inputs = compile_only.to_device(model, inputs, "cuda")
-            else:
-                model, inputs = _to_cuda(model, inputs, torch)
-        elif gpu is not None:
-            with mode:
-                model, inputs = compile_only.to_device(model, inputs, "cuda")
 
-        compile_mode = None if options["mode"] == "default" else options["mode"]
-        dynamic = None if options["dynamic"] == "auto" else options["dynamic"]
-        backend: Any = options["backend"]
-        if run_mode.compile_only and backend == "inductor":
-            backend, compile_mode = compile_only.inductor_backend(compile_mode, None, dynamic), None
-        compiled = None if options["export"] else torch.compile(
-            model, backend=backend, mode=compile_mode, dynamic=dynamic, fullgraph=options["fullgraph"])
-        bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)" + (" on fake tensors" if run_mode.compile_only
-                                                                         else ""))
+def _configure_inductor(options: dict[str, Any], torch: Any) -> tuple[Any, Any]:
+    """torch._inductor.config as the options say, and the logs read after the compile installed:
+    returns Inductor's artifact logs and the scheduler's estimates."""
+    inductor_config = torch._inductor.config
+    # Provenance tracking links each kernel to the user's lines; it only adds
+    # "# [Provenance debug handles]" comments to the wrapper (disclosed on the stage).
+    inductor_config.trace.provenance_tracking_level = 1
+    logs = artifact_logs.install(torch, (estimates.ARTIFACT,))
+    scheduler_estimates = estimates.install(torch)
+    inductor_config.cpp_wrapper = options["cpp_wrapper"]
+    for key, value in options["inductor_config"].items():
+        _set_config(inductor_config, key, value)
+    return logs, scheduler_estimates
+
+
+def _refuse_export_with_training(options: dict[str, Any]) -> None:
+    if options["export"] and options["training"]:
+        raise UserError(ErrorKind.OptionError, "export and training do not combine: torch.export captures "
+                                               "inference graphs for AOTInductor")
+
+
+def _gpu_target(options: dict[str, Any], toolchain: _Toolchain, bundle: Bundle, torch: Any) -> GpuTarget | None:
+    """The virtual GPU, installed, when the target is a GPU this worker does not have; None for the
+    host or a GPU it has (said in the `target` timing)."""
+    if options["target"] == "host":
+        return None
+    if toolchain.preinstalled is None and torch.cuda.is_available():
+        bundle.timing("target", {"name": torch.cuda.get_device_name(), "requested": options["target"],
+                                 "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
+                                 "virtual": False, "executed": True})
+        return None
+    gpu = gpu_codegen.virtual_target(options["target"], options)
+    gpu_codegen.install(gpu, toolchain.runtime, bundle)
+    return gpu
+
+
+@dataclass
+class _Built:
+    """The model and inputs the job compiles, as the run mode built them."""
+
+    run_mode: entry_points.RunMode
+    model: Any
+    inputs: tuple
+    printed: str  # what the source and the convention's functions printed
+    fake_mode: Any  # the FakeTensorMode they were sized in (compile-only: built and compiled in)
+    run_source_s: float
+
+
+def _in_world(world: virtual_world.World | None, path: str) -> contextlib.AbstractContextManager[Any]:
+    return virtual_world.source_patches(world, path) if world is not None else contextlib.nullcontext()
+
+
+def _run_source_and_build(options: dict[str, Any], ctx: JobContext, path: str, world: virtual_world.World | None,
+                          gpu: GpuTarget | None, torch: Any) -> _Built:
+    """Run the user's file, find its model and inputs (compiler/pytorch/entry_points.py) and build
+    them as the run mode needs (_build); the `run_mode` timing says which mode and why."""
+    ctx.bundle.progress("running your source")
+    started = time.perf_counter()
+    mode = compile_only.fake_mode()
+    try:
+        # Rank 0 of a world is compiled, never run: its source runs on fake tensors, so a model
+        # sized for a cluster is built and sharded without its memory (and on a virtual GPU).
+        with _in_world(world, path), mode if world is not None else contextlib.nullcontext():
+            namespace, printed = run_source(ctx, path)
+    except UserError as e:
+        raise _explained(virtual_world.explained(e, options["devices"]), _VALUE_TOO_BIG) from None
+    program = entry_points.find(namespace, torch)
+    try:
+        with _in_world(world, path):
+            run_mode, model, inputs, built_output = _build(program, options, ctx, mode, gpu, path, torch)
+    except UserError as e:
+        raise virtual_world.explained(e, options["devices"]) from None
+    run_source_s = time.perf_counter() - started
+    ctx.bundle.timing("run_mode", run_mode.to_json())
+    return _Built(run_mode, model, inputs, printed + built_output, mode, run_source_s)
+
+
+def _refuse_what_the_run_mode_cannot_do(options: dict[str, Any], run_mode: entry_points.RunMode) -> None:
+    if run_mode.compile_only and options["export"]:
+        raise UserError(ErrorKind.OptionError, "export: AOTInductor packages the weights' values and loads the "
+                                               f"package to run it; this job is {run_mode.sentence}, so use "
+                                               "export=false")
+    if run_mode.compile_only and str(options["mode"]).startswith("max-autotune"):
+        raise UserError(ErrorKind.OptionError, "max-autotune benchmarks candidate kernels on real tensors of these "
+                                               f"shapes; this job is {run_mode.sentence}, so use mode=default")
+
+
+def _on_target_device(built: _Built, target: str, gpu: GpuTarget | None, torch: Any) -> tuple[Any, tuple]:
+    """The model and inputs on the target's device: a real GPU's (fake copies there when the job
+    is compile-only), or the virtual GPU's; on the host, as built."""
+    if target == "host":
+        return built.model, built.inputs
+    if gpu is None and not built.run_mode.compile_only:
+        return _to_cuda(built.model, built.inputs, torch)
+    with built.fake_mode:
+        return compile_only.to_device(built.model, built.inputs, "cuda")
+
+
+def _compiled_model(options: dict[str, Any], built: _Built, torch: Any, bundle: Bundle) -> Any:
+    """torch.compile of the model with the options (None on the export path: the first call
+    exports it); compile-only, Inductor's own backend compiling for fake inputs."""
+    compile_mode = None if options["mode"] == "default" else options["mode"]
+    dynamic = None if options["dynamic"] == "auto" else options["dynamic"]
+    backend: Any = options["backend"]
+    if built.run_mode.compile_only and backend == "inductor":
+        backend, compile_mode = compile_only.inductor_backend(compile_mode, None, dynamic), None
+    compiled = None if options["export"] else torch.compile(
+        built.model, backend=backend, mode=compile_mode, dynamic=dynamic, fullgraph=options["fullgraph"])
+    bundle.progress("compiling (Dynamo, AOTAutograd, Inductor)" + (" on fake tensors" if built.run_mode.compile_only
+                                                                     else ""))
+    return compiled
+
+
+@dataclass
+class _Capture:
+    """What records the compile while the first call runs: the program's output, the trace's
+    stages (written as the trace grows), Inductor's logs, and where they apply the world's
+    collectives and the virtual GPU's kernels (each kernel's first config as the module loads, the
+    others once every graph compiled)."""
+
+    bundle: Bundle
+    sink: CappedText
+    stream: StageStream
+    logs: Any
+    scheduler_estimates: Any
+    world: virtual_world.World | None
+    recorder: collectives.Recorder | None
+    kernels: gpu_codegen.KernelStages | None
+    order: Any
+    kernel_capture: KernelCapture | None
+
+    @classmethod
+    def start(cls, options: dict[str, Any], ctx: JobContext, path: str, world: virtual_world.World | None,
+              gpu: GpuTarget | None, run_mode: entry_points.RunMode, torch: Any, logs: Any,
+              scheduler_estimates: Any) -> _Capture:
+        bundle = ctx.bundle
         sink = CappedText(ctx.settings.output_bytes)
         recorder = collectives.Recorder(torch, path, world.meshes) if world is not None else None
         if recorder is not None:  # read-only passes on Inductor's own hooks: the compiled code is the same
+            inductor_config = torch._inductor.config
             inductor_config.post_grad_custom_pre_pass, inductor_config.post_grad_custom_post_pass = recorder.passes()
         kernels = gpu_codegen.KernelStages(bundle, ctx.workdir, gpu, gpu_codegen.job_processes(ctx.settings.job_cpus)) \
             if gpu is not None else None
-        # each kernel's first config as the module loads, the others once every graph compiled
         order = gpu_codegen.config_order(bundle) if gpu is not None and not options["export"] else None
-        later_s: float | None = None
-        capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"),
-                                on_compiled=kernels.write) if kernels is not None else None
-        notes = [compile_only.NOTE] if run_mode.compile_only else []
-        if world is not None:
-            notes.append(virtual_world.NOTE.format(n=world.size))
-        if gpu is not None:
-            notes.append(gpu_codegen.fidelity_note())
-        error: UserError | None = None
+        kernel_capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"),
+                                       on_compiled=kernels.write) if kernels is not None else None
         # Stages are written from the trace while the compile runs (the user's own compiles in
         # the source included: the trace is read from its start).
-        stages = TraceStages(bundle, (path, USER_FILE), output_code_note=" ".join(notes + [PROVENANCE_NOTE]))
+        stages = TraceStages(bundle, (path, USER_FILE),
+                             output_code_note=" ".join(_output_code_notes(run_mode, world, gpu) + [PROVENANCE_NOTE]))
         stream = StageStream(stages, TraceTail(_trace_dir(ctx.workdir), torch), bundle.progress)
         stream.start()
-        started = time.perf_counter()
-        try:
-            with captured_stdout(sink), mode if run_mode.compile_only else contextlib.nullcontext(), \
-                    capture.installed() if capture is not None else contextlib.nullcontext(), \
-                    recorder.eager_installed() if recorder is not None else contextlib.nullcontext(), \
-                    order.installed() if order is not None else contextlib.nullcontext():
-                if options["export"]:
-                    compiled = export.export_and_package(model, inputs, os.path.dirname(path), bundle,
-                                                         (path, USER_FILE), torch)
-                outputs = compiled(*inputs)
-                if options["training"]:
-                    bundle.progress("running backward (compiles the backward graph)")
-                    measure.loss_of(outputs, torch).backward()
-                if order is not None:
-                    later_s = gpu_codegen.compile_other_configs(order, capture, ctx.workdir, ctx.settings.job_cpus)
-        except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            error = _compile_error(e, path, ctx, run_mode)
-        first_call_s = time.perf_counter() - started
-        stream.stop()
-        bundle.add("run.stdout", "Program output", "Run", "text", printed + sink.getvalue())
-        entries = stream.finish(artifact_logs.texts(logs))
-        graph_estimates = estimates.graphs(scheduler_estimates)
-        _write_estimates(bundle, graph_estimates, torch_trace.compile_ids(entries))
-        if world is not None and recorder is not None:
-            _write_world(bundle, world, recorder, model, entries, graph_estimates, options, torch)
-        if kernels is not None:
-            kernels.finish()
-        timings = compile_timings(entries)
-        timings["import_torch_s"] = round(import_s, 3)
-        timings["run_source_s"] = round(run_source_s, 3)
-        timings["final_stages_s"] = round(time.perf_counter() - started - first_call_s, 3)
-        timings["first_call_s"] = round(first_call_s, 3)
-        if later_s is not None:
-            timings["later_kernel_configs_s"] = round(later_s, 3)
-        timings["isa_probes_from_toolchain_cache"] = probes
-        timings["isa_probes_built_in_job"] = [name for name in toolchain_cache.probe_libraries(cache_dir)
-                                              if name not in imported_probes]
-        timings["vector_isa"] = toolchain_cache.isas_found()
-        if isa_probes is not None:
-            timings["isa_probes_in_parallel"] = isa_probes
-        timings["precompiled_headers_from_toolchain_cache"] = len(headers)
-        timings["precompiled_headers_built_in_job"] = toolchain_cache.headers_built(header_dir)
-        timings["worker_warm_up"] = spare_warmup.report()
-        bundle.timing("compile", timings)
-        if error is not None:
-            raise error
-        if ctx.export_toolchain_cache:  # the trusted warm-up job only
-            toolchain_cache.export(cache_dir, header_dir, ctx.export_toolchain_cache)
-            shim.wait()  # the virtual CUDA device's C++ half: irscope's own source against this torch
-            return
-        if run_mode.compile_only:
-            return  # nothing ran: no run times, only Inductor's estimates (above)
-        # Every stage is in the bundle (and so reaches the page) before the measurement starts; from
-        # here on the job compiled, and whatever stops the measurement leaves it done.
-        bundle.compiled()
-        bundle.progress("timing eager and compiled calls")
-        del outputs  # the compiling call's outputs: the measurement keeps its own
-        _measure(bundle, model, compiled, inputs, options["training"], run_mode, path, ctx, torch, baseline_rss)
+        return cls(bundle, sink, stream, logs, scheduler_estimates, world, recorder, kernels, order, kernel_capture)
+
+    @contextlib.contextmanager
+    def installed(self, fake_mode: Any) -> Iterator[None]:
+        """Around the first call: its output captured, the fake mode (compile-only), the kernels'
+        capture and config order, the world's eager collectives recorded."""
+        with captured_stdout(self.sink), fake_mode if fake_mode is not None else contextlib.nullcontext(), \
+                self.kernel_capture.installed() if self.kernel_capture is not None else contextlib.nullcontext(), \
+                self.recorder.eager_installed() if self.recorder is not None else contextlib.nullcontext(), \
+                self.order.installed() if self.order is not None else contextlib.nullcontext():
+            yield
+
+    def finish(self, built: _Built, options: dict[str, Any], torch: Any) -> list[torch_trace.TraceEntry]:
+        """Stop following the trace and write what needs the whole compile: the program's output,
+        the trace's last stages, Inductor's estimates, the world's stages, the kernels' stages."""
+        self.stream.stop()
+        self.bundle.add("run.stdout", "Program output", "Run", "text", built.printed + self.sink.getvalue())
+        entries = self.stream.finish(artifact_logs.texts(self.logs))
+        graph_estimates = estimates.graphs(self.scheduler_estimates)
+        _write_estimates(self.bundle, graph_estimates, torch_trace.compile_ids(entries))
+        if self.world is not None and self.recorder is not None:
+            _write_world(self.bundle, self.world, self.recorder, built.model, entries, graph_estimates, options, torch)
+        if self.kernels is not None:
+            self.kernels.finish()
+        return entries
+
+
+def _output_code_notes(run_mode: entry_points.RunMode, world: virtual_world.World | None,
+                       gpu: GpuTarget | None) -> list[str]:
+    """What the output code stages say of how this job differs from a plain compile-and-run."""
+    notes = [compile_only.NOTE] if run_mode.compile_only else []
+    if world is not None:
+        notes.append(virtual_world.NOTE.format(n=world.size))
+    if gpu is not None:
+        notes.append(gpu_codegen.fidelity_note())
+    return notes
+
+
+@dataclass
+class _FirstCall:
+    """The compiling call: what it compiled and returned, or its error; how long it took."""
+
+    compiled: Any
+    outputs: Any
+    error: UserError | None
+    later_s: float | None  # the virtual GPU's other kernel configs, compiled after every graph
+    started: float
+    seconds: float
+
+
+def _first_call(capture: _Capture, built: _Built, compiled: Any, options: dict[str, Any], ctx: JobContext,
+                path: str, torch: Any) -> _FirstCall:
+    """The first call of the compiled model (exported first on the export path; backward too when
+    training), which compiles it; an error is kept for after the stages are written."""
+    outputs, error, later_s = None, None, None
+    started = time.perf_counter()
+    try:
+        with capture.installed(built.fake_mode if built.run_mode.compile_only else None):
+            if options["export"]:
+                compiled = export.export_and_package(built.model, built.inputs, os.path.dirname(path), ctx.bundle,
+                                                     (path, USER_FILE), torch)
+            outputs = compiled(*built.inputs)
+            if options["training"]:
+                ctx.bundle.progress("running backward (compiles the backward graph)")
+                measure.loss_of(outputs, torch).backward()
+            if capture.order is not None:
+                later_s = gpu_codegen.compile_other_configs(capture.order, capture.kernel_capture, ctx.workdir,
+                                                            ctx.settings.job_cpus)
+    except BaseException as e:  # noqa: BLE001 - compile and user errors are reported, stages kept
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        error = _compile_error(e, path, ctx, built.run_mode)
+    return _FirstCall(compiled, outputs, error, later_s, started, time.perf_counter() - started)
+
+
+def _record_compile_timings(bundle: Bundle, entries: list[torch_trace.TraceEntry], toolchain: _Toolchain,
+                            run_source_s: float, call: _FirstCall) -> None:
+    """The `compile` timing: PyTorch's compile phases, then irscope's own, then the toolchain's."""
+    timings = compile_timings(entries)
+    timings["import_torch_s"] = round(toolchain.import_s, 3)
+    timings["run_source_s"] = round(run_source_s, 3)
+    timings["final_stages_s"] = round(time.perf_counter() - call.started - call.seconds, 3)
+    timings["first_call_s"] = round(call.seconds, 3)
+    if call.later_s is not None:
+        timings["later_kernel_configs_s"] = round(call.later_s, 3)
+    timings.update(toolchain.timings())
+    timings["worker_warm_up"] = spare_warmup.report()
+    bundle.timing("compile", timings)
 
 
 def _measure(bundle: Bundle, model: Any, compiled: Any, inputs: tuple, training: bool,
