@@ -100,12 +100,14 @@ class Option:
 
 
 class Pipeline:
-    """A compiler pipeline. Subclasses set `key`, `title`, `options`, the facts of their input
-    language (`editor_mode`, `lexer`, `extensions`, `source_markers`), `example` and implement
+    """A compiler pipeline. Subclasses set `key`, `title`, `accepts`, `options`, the facts of their
+    input language (`editor_mode`, `lexer`, `extensions`, `source_markers`), `example` and implement
     `run`. `toolchain_packages` names the distributions whose versions key the cache."""
 
     key: str = ""
     title: str = ""
+    # What a source of this language is, in a sentence (docs/languages.md's table of languages)
+    accepts: str = ""
     options: tuple[Option, ...] = ()
     toolchain_packages: tuple[str, ...] = ()
     editor_mode: str = "python"  # the editor's CodeMirror mode for the source

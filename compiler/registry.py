@@ -5,8 +5,9 @@ Modules are named here and imported on first use, so listing languages costs no 
 from __future__ import annotations
 
 import importlib
+import json
 
-from compiler.pipeline import Pipeline
+from compiler.pipeline import Option, Pipeline
 
 # key -> "module:Class". One line per language; a key appears once.
 _TABLE: dict[str, str] = {}
@@ -54,6 +55,38 @@ def get(key: str) -> Pipeline:
             raise ValueError(f"{_TABLE[key]} declares key {pipeline.key!r}, registered as {key!r}")
         _LOADED[key] = pipeline
     return _LOADED[key]
+
+
+def markdown_table() -> str:
+    """The offered languages as docs/languages.md shows them: one row per language (what it
+    accepts, its options with their defaults), then each language's options in full."""
+    pipelines = [get(key) for key in offered()]
+    rows = ["| language | title | accepts | options (default) |", "| --- | --- | --- | --- |"]
+    for p in pipelines:
+        options = ", ".join(f"`{o.name}` (`{json.dumps(o.default)}`)" for o in p.options) or "none"
+        rows.append(f"| `{p.key}` | {_cell(p.title)} | {_cell(p.accepts)} | {options} |")
+    for p in pipelines:
+        rows += ["", f"### `{p.key}` options", "", "| option | kind | default | values | what it does |",
+                 "| --- | --- | --- | --- | --- |"]
+        rows += [f"| `{o.name}` | {o.kind} | `{json.dumps(o.default)}` | {_values(o)} | {_cell(o.help)} |"
+                 for o in p.options]
+    return "\n".join(rows)
+
+
+def _values(option: Option) -> str:
+    """What an option takes, as a table cell."""
+    if option.kind == "choice":
+        return ", ".join(f"`{json.dumps(choice)}`" for choice in option.choices)
+    if option.kind == "int":
+        low = "" if option.minimum is None else f"from {option.minimum}"
+        high = "" if option.maximum is None else f"to {option.maximum}"
+        return " ".join(["an integer", low, high]).strip()
+    return {"bool": "`true`, `false`", "str": "a string", "dict": "an object"}.get(option.kind, option.kind)
+
+
+def _cell(text: str) -> str:
+    """`text` inside a Markdown table's cell: a `|` would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def guess(path: str, source: str, offered: tuple[str, ...] | list[str]) -> str:

@@ -213,6 +213,7 @@ def gc(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from compiler import registry  # the languages' keys, for --language's help (no compiler is imported)
     parser = argparse.ArgumentParser(prog="irscope", description="An interactive explorer for ML compilers.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("serve", "compile", "worker", "gc", "mcp"):
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             p.set_defaults(func=worker)
         else:
             p.add_argument("file")
-            p.add_argument("--language", help="pytorch, triton, hlo, stablehlo, jax (guessed from the file's "
+            p.add_argument("--language", help=f"{', '.join(registry.offered())} (guessed from the file's "
                                               "extension and contents)")
             p.add_argument("--option", action="append", type=_option, metavar="KEY=VALUE",
                            help="a pipeline option, read by its kind (true/false, a number, a JSON object)")

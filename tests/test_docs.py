@@ -1,7 +1,8 @@
 """The documents say what the code does: docs/api.md names every route and every error kind the
 code emits (and nothing else), every "(setting X)" in a message names a real setting, the module
 map in docs/architecture.md lists every module under compiler/, and static/pygments.css is what
-pygments generates. (The README's settings table is checked by tests/test_settings.py.)"""
+pygments generates, and docs/languages.md's table of languages is the registry's. (The README's settings
+table is checked by tests/test_settings.py; scripts/docs_tables.py writes both tables.)"""
 from __future__ import annotations
 
 import ast
@@ -112,6 +113,23 @@ def test_pygments_css_is_generated():
     done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "pygments_css.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, "static/pygments.css is stale: run scripts/pygments_css.py"
+
+
+def test_languages_table_matches_the_registry():
+    """docs/languages.md's table is what the registry renders, and every offered language says what it
+    accepts."""
+    from compiler import registry
+    doc = _read("docs/languages.md")
+    start, end = doc.index("<!-- languages:start -->"), doc.index("<!-- languages:end -->")
+    assert doc[start:end].split("\n", 1)[1].strip() == registry.markdown_table(), \
+        "docs/languages.md's table is stale: run scripts/docs_tables.py"
+    assert all(registry.get(key).accepts for key in registry.offered())
+
+
+def test_docs_tables_script_finds_the_tables_current():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "docs_tables.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_readme_describes_every_language_the_registry_offers():

@@ -66,6 +66,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class CutePipeline(Pipeline):
     key = "cute"
     title = "CuTe DSL"
+    accepts = ("`@cute.kernel` and `@cute.jit` functions (`nvidia-cutlass-dsl`) and the Python that compiles "
+               "(`cute.compile`) and calls them")
     editor_mode = "python"
     source_markers = ("import cutlass.cute", "@cute.jit", "@cute.kernel")
     toolchain_packages = ("nvidia-cutlass-dsl", "torch")

@@ -18,6 +18,7 @@ from compiler.user_code import run_source, write_user_file
 class FakePipeline(Pipeline):
     key = "fake"
     title = "Fake (tests)"
+    accepts = "Python, run as it is (the test pipeline)"
     editor_mode = "python"
     example = 'print("hello")\nx = 1 + 1\n'
     # A job may ask for a pre-started worker (option `spare`), so the spares and the spare templates

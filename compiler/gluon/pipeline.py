@@ -38,6 +38,8 @@ print(out.shape)
 class GluonPipeline(TritonProgramPipeline):
     key = "gluon"
     title = "Gluon"
+    accepts = ("`@gluon.jit` kernels (`triton.experimental.gluon`, the layouts written out) and the Python that "
+               "launches them")
     source_markers = ("@gluon.jit",)
     example = EXAMPLE
     options = (TARGET_OPTION,)

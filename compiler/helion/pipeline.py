@@ -59,6 +59,7 @@ class HelionPipeline(TritonProgramPipeline):
 
     key = "helion"
     title = "Helion"
+    accepts = "`@helion.kernel` functions and the Python that calls them on CUDA tensors"
     source_markers = ("@helion.kernel",)
     toolchain_packages = ("helion", "triton", "torch")
     example = EXAMPLE

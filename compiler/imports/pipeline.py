@@ -61,6 +61,8 @@ def upload_of(source: str) -> tuple[str, str]:
 class ImportPipeline(Pipeline):
     key = "import"
     title = "Import a log (" + ", ".join(reader.kind for reader in READERS.values()) + ")"
+    accepts = ("a log made elsewhere, uploaded (`POST /api/imports`): a TORCH_TRACE directory or an XLA dump "
+               "directory as .tar.gz or .zip, or a TritonParse trace")
     editor_mode = "text"
     lexer = "text"
     example = describe_upload("trace.tar.gz", "0" * 64, 0)

@@ -89,6 +89,8 @@ def _validate_inductor_config(value: dict[str, Any]) -> dict[str, Any]:
 class PyTorchPipeline(Pipeline):
     key = "pytorch"
     title = "PyTorch (torch.compile)"
+    accepts = ("Python defining `model` (an `nn.Module` or a function) and `example_inputs` (a tuple, or a "
+               "function returning one), or KernelBench's `Model`, `get_inputs()` and `get_init_inputs()`")
     editor_mode = "python"
     example = EXAMPLE
     toolchain_packages = ("torch", "triton")

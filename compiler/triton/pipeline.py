@@ -32,6 +32,7 @@ print(out.shape)
 class TritonPipeline(TritonProgramPipeline):
     key = "triton"
     title = "Triton"
+    accepts = "`@triton.jit` kernels and the Python that launches them"
     source_markers = ("@triton.jit",)
     example = EXAMPLE
     log_readers = (LogReader("tritonparse", "a TritonParse .ndjson trace", "compiler.triton.imported"),)

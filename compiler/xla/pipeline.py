@@ -593,6 +593,7 @@ class HloPipeline(XlaPipeline):
 
     key = "hlo"
     title = "XLA HLO"
+    accepts = "HLO text as XLA prints it (shardings included)"
     editor_mode = "text"
     lexer = "hlo"
     extensions = (".hlo",)
@@ -617,6 +618,7 @@ class StableHloPipeline(XlaPipeline):
 
     key = "stablehlo"
     title = "StableHLO (XLA)"
+    accepts = "StableHLO (or MHLO) MLIR text"
     editor_mode = "mlir"
     lexer = "mlir"
     extensions = (".mlir",)
@@ -639,6 +641,7 @@ class JaxPipeline(XlaPipeline):
 
     key = "jax"
     title = "JAX (XLA)"
+    accepts = "Python defining `fn` and `example_args`, lowered by `jax.jit`"
     editor_mode = "python"
     source_markers = ("import jax", "from jax")
     example = JAX_EXAMPLE
