@@ -7,6 +7,7 @@ from app import services
 from app.http_policy import RAW_TEXT_POLICY, client_address
 from compiler import registry
 from compiler.errors import ErrorKind, Refused
+from service.glance import glance
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -31,6 +32,7 @@ def job(job_id: str):
     if found is None:
         raise not_found(f"no job {job_id!r}")
     body = found.to_json()
+    body["summary"] = [fact.to_json() for fact in glance(services().store, found)]
     # the job's reproducer script (app/reproducers.py), where its language has one
     reproducible = registry.get(found.request.language).reproducer(found.request, found.toolchain, found.id)
     body["reproducer"] = url_for("reproducers.download", job_id=found.id) if reproducible else None

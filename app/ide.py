@@ -18,6 +18,7 @@ from compiler import formats, registry
 from compiler.errors import Refused
 from compiler.pipeline import OptionError
 from service import stage_reader
+from service.glance import glance
 from service.jobs import RequestError
 from service.store import Job
 from viewers import timings as timings_viewer
@@ -30,8 +31,10 @@ def _languages() -> list:
     return [registry.get(key) for key in services().jobs.config.languages]
 
 
-# A group with more stages than this (pass snapshots, kernels) is one list instead of a wall of tabs.
-MAX_TABS_PER_GROUP = 12
+# A group with more stages than this (pass snapshots, kernels, a Dynamo group of several graphs) is
+# one list, so the stage bar stays a few rows high and the open stage starts on the first screen;
+# one Triton kernel's nine stages (source to SASS, passes, metadata, resources) stay tabs.
+MAX_TABS_PER_GROUP = 9
 
 
 def _grouped(stages: list) -> "OrderedDict[str, list]":
@@ -47,6 +50,35 @@ def _slug(group: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-") or "group"
 
 
+_COMPILE_ID = re.compile(r"\[(\d+)/(\d+)(?:_(\d+))?\]")
+
+
+@bp.app_template_filter("compile_id_help")
+def _compile_id_help(title: str) -> str:
+    """What a stage title's Dynamo compile id `[frame/compile]` or `[frame/compile_attempt]` means,
+    in words for the tab's hover text; "" for a title without one."""
+    m = _COMPILE_ID.search(title)
+    if not m:
+        return ""
+    frame, compile_, attempt = m.group(1), int(m.group(2)), m.group(3)
+    words = (f"[{m.group(0)[1:-1]}]: frame {frame} (Dynamo numbers the functions it compiles from 0), "
+             + ("its first compile" if compile_ == 0 else f"recompile {compile_} of it (a guard failed)"))
+    if attempt:
+        words += f", attempt {attempt} (Dynamo restarted its analysis {attempt} time{'s' if attempt != '1' else ''})"
+    return words
+
+
+_SENTENCE_END = re.compile(r"(?<=[.:;])\s+(?=[A-Z(`'\"])")
+
+
+@bp.app_template_filter("first_sentence")
+def _first_sentence(text: str) -> tuple[str, str]:
+    """An explanation split after its first sentence: (what a folded line shows, the rest)."""
+    text = str(text).strip()
+    parts = _SENTENCE_END.split(text, maxsplit=1)
+    return (parts[0], parts[1]) if len(parts) == 2 and len(parts[0]) < len(text) else (text, "")
+
+
 def _bar_context(job: Job) -> dict:
     """What _job_bar.html and its parts need besides the job."""
     svc = services()
@@ -55,7 +87,7 @@ def _bar_context(job: Job) -> dict:
                                                                                    job.id) is not None
     return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.web.poll_interval_ms,
             "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP,
-            "reproducible": reproducible}
+            "reproducible": reproducible, "glance": glance(svc.store, job)}
 
 
 def _version(job: Job, position: int | None) -> str:

@@ -36,6 +36,7 @@ from compiler import registry
 from compiler.errors import ErrorKind, Refused
 from service import stage_reader
 from service.configure import Service
+from service.glance import glance
 from service.store import Job
 
 INSTRUCTIONS = """irscope compiles ML code and shows every intermediate stage the compiler produced:
@@ -171,6 +172,9 @@ class Tools:
             out["progress"] = job.progress
         if job.error is not None:
             out["error"] = job.error.to_json()
+        facts = glance(self.svc.store, job)
+        if facts:  # what the compiler did, each fact naming the stage that shows it (service/glance.py)
+            out["summary"] = [f.to_json() for f in facts]
         if not job.finished:
             out["next"] = (f"the job is {job.status}{f' after {waited_s:.0f} s' if waited_s else ''}: call job_status "
                            f"with job_id={job.id!r} to wait for it (each call waits up to {self.wait_s:g} s)")

@@ -141,8 +141,32 @@ def cut_irscope_frames(text: str, own: tuple[str, ...] = _IRSCOPE_CODE) -> str:
     return "\n".join(out)
 
 
+# A compiler that wraps the exception the user's op raised in its own developer text (Dynamo's
+# "RuntimeError when making fake tensor call ... call_function <built-in function linear>(...):
+# got RuntimeError('a and b must have same reduction dim, but got [4, 64] X [32, 10].')").
+_WRAPPED = re.compile(r"\bgot (?P<type>[A-Za-z_][\w.]*(?:Error|Exception))\((?P<q>['\"])(?P<msg>.+?)(?P=q)\)", re.S)
+_WRAPPED_OP = re.compile(r"call_(?:function|method|module) <?(?:built-in function |built-in method |function )?"
+                         r"(?P<op>[A-Za-z_][\w.]*)")
+
+
+def point(text: str) -> str | None:
+    """The wrapped exception's own message, with the op that raised it, when `text` buries it in a
+    compiler's developer text; None when `text` leads with its point already."""
+    wrapped = _WRAPPED.search(text)
+    if wrapped is None:
+        return None
+    op = _WRAPPED_OP.search(text[:wrapped.start()])
+    where = f" in {op.group('op')}" if op else ""
+    return f"{wrapped.group('type')}{where}: {wrapped.group('msg').strip()}"
+
+
 def describe(exc: BaseException) -> str:
+    """The exception as Python prints it, irscope's frames cut; led by its point (`point`) on a line
+    of its own when a compiler's text buries it (the page shows the first line, folds the rest)."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    found = point(text)
+    if found:
+        text = f"{found}\n\n{text}"
     return cut_irscope_frames(text)[:4000]
 
 
@@ -217,6 +241,7 @@ def run_as_main(path: str, sink: CappedText, explain: Callable[[BaseException], 
     says what), is a UserError returned, never an escape. The run every program language shares
     (Triton, Gluon and Helion's, CuTe's)."""
     namespace: dict[str, Any] = {}
+    sys.argv = [path]  # as `python file.py` gives it: no argument of irscope's own (runpy sets [0] again)
     try:
         with captured_stdout(sink):
             namespace = runpy.run_path(path, run_name="__main__")

@@ -1,5 +1,5 @@
 """Write the documents' generated tables from the code, each between its marker comments
-(`<!-- name:start -->` and `<!-- name:end -->`): the README's settings table (service/settings.py)
+(`<!-- name:start -->` and `<!-- name:end -->`): docs/settings.md's settings table (service/settings.py)
 and docs/languages.md's table of languages (compiler/registry.py, the only list of languages).
 
     .venv/bin/python scripts/docs_tables.py          # rewrite the tables
@@ -22,7 +22,7 @@ from service import settings  # noqa: E402
 
 # file -> (marker name, the table's text)
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
-    "README.md": ("settings", settings.markdown_table),
+    "docs/settings.md": ("settings", settings.markdown_table),
     "docs/languages.md": ("languages", registry.markdown_table),
 }
 

@@ -11,7 +11,9 @@ import logging
 import os
 import re
 import signal
+import site
 import sys
+import sysconfig
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -304,7 +306,7 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         timings["job"]["spare"] = taken
     if waited:
         timings["job"]["waited_for_toolchain_warm_up_s"] = round(waited, 1)
-    if error is not None and error.kind == ErrorKind.WorkerCrashed:
+    if error is not None:  # every error's words, as every stage's, without the host's paths
         error = JobError(error.kind, scrub_paths(error.message, config, job_dir), error.line)
     if error is not None and not broken and manifest.compiled and error.kind in _AFTER_COMPILE:
         # Every stage was written; a limit or a crash stopped only the measurement: the job is done.
@@ -396,14 +398,18 @@ def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
     and the virtualenv live): the job sees them, but a reader of its stages and log need not."""
     names = {config.data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
              sys.base_prefix: "<python>", sys.exec_prefix: "<venv>"}
+    # an installed package's file by its import path ("torch/nn/modules/linear.py"), as tracebacks
+    # of other tools print it, not by where this host installed it
+    for packages in {*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        names[packages.rstrip("/") + "/"] = ""
     if job_dir:
         names[job_dir] = "<job>"
     for path in list(names):
-        real = os.path.realpath(path)
+        real = os.path.realpath(path) + ("/" if path.endswith("/") else "")
         if real != path:
             names.setdefault(real, names[path])
     for path in sorted(names, key=len, reverse=True):
-        if len(path) > 4:  # never "/" or "/usr"
+        if len(path.rstrip("/")) > 4:  # never "/" or "/usr"
             text = text.replace(path, names[path])
     return text
 

@@ -1,7 +1,7 @@
 """Every limit, default and toggle of irscope, in one table.
 
 Each setting can be given as an environment variable IRSCOPE_<NAME upper-cased>, or in the
-`config` mapping passed to create_app. The README's settings section is generated from this
+`config` mapping passed to create_app. docs/settings.md's table is generated from this
 table (tests/test_settings.py fails when the two disagree).
 """
 from __future__ import annotations
@@ -218,7 +218,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
 
 
 def markdown_table() -> str:
-    """The settings as the README shows them."""
+    """The settings as docs/settings.md shows them."""
     rows = ["| setting | environment variable | default | what it does |", "| --- | --- | --- | --- |"]
     for s in SETTINGS:
         default = str(s.default).lower() if isinstance(s.default, bool) else (s.default if s.default != "" else '""')

@@ -9,20 +9,68 @@
   var form = document.getElementById("compile-form");
   var textarea = document.getElementById("source");
   var languageSelect = document.getElementById("language");
+  // Tab indents inside the editor, so the keyboard needs a way out (WCAG 2.1.2, no keyboard trap):
+  // Esc, then Tab or Shift+Tab, moves the focus on as anywhere else; or "Tab moves focus" (the
+  // toggle under the editor, remembered by this browser) makes Tab always move it, as in Compiler
+  // Explorer's editor.
+  var TAB_SETTING = "irscope.tabMovesFocus";
+  var tabToggle = document.getElementById("tab-moves-focus");
+  var tabMoves = false;
+  try { tabMoves = localStorage.getItem(TAB_SETTING) === "1"; } catch (e) { /* storage off: not remembered */ }
+  var escaped = false;       // Esc was the last key in the editor: the next Tab leaves it
+  // Tab and Shift+Tab are the editor's own keys below; CodeMirror's basic keymap must not take a
+  // Tab they pass on (it would insert a tab character instead of letting the browser move on).
+  delete CodeMirror.keyMap.basic.Tab;
+  delete CodeMirror.keyMap.basic["Shift-Tab"];
+  function tabLeaves() { return tabMoves || escaped; }
   var editor = CodeMirror.fromTextArea(textarea, {
     lineNumbers: true, mode: textarea.dataset.mode || "python", indentUnit: 4,
     readOnly: data.embed ? true : false,  // ?embed=1 (slides): shown, not edited
-    gutters: ["CodeMirror-linenumbers", "error-gutter"],
+    gutters: ["CodeMirror-linenumbers", "error-gutter", "break-gutter"],
     extraKeys: {
       "Ctrl-Enter": compile, "Cmd-Enter": compile,
-      Tab: function (cm) { cm.replaceSelection("    "); },
-      // Tab indents inside the editor, so Esc is the keyboard's way out of it (then Tab moves on).
-      Esc: function (cm) { cm.getInputField().blur(); }
+      Tab: function (cm) { if (tabLeaves()) { return CodeMirror.Pass; } cm.replaceSelection("    "); },
+      "Shift-Tab": function (cm) { if (tabLeaves()) { return CodeMirror.Pass; } cm.execCommand("indentLess"); },
+      Esc: function () { escaped = true; editorPane.classList.add("escaped"); }
     }
   });
+  var editorPane = document.getElementById("editor-pane");
+  function unescape() { escaped = false; editorPane.classList.remove("escaped"); }
+  editor.on("keydown", function (cm, e) {
+    if (e.key !== "Escape" && e.key !== "Tab" && e.key !== "Shift") { unescape(); }
+  });
+  editor.on("blur", unescape);
+  if (tabToggle) {
+    tabToggle.checked = tabMoves;
+    tabToggle.addEventListener("change", function () {
+      tabMoves = tabToggle.checked;
+      try { localStorage.setItem(TAB_SETTING, tabMoves ? "1" : "0"); } catch (e) { /* not remembered */ }
+    });
+  }
   var activeKey = null;      // the stage open in #pane
   var opened = false;        // a stage was opened (by the user or by autoOpen) for the job shown
-  var markedLines = [], errorLine = null, hotLines = [];
+  var markedLines = [], errorLine = null, hotLines = [], breakLines = [], breakHandles = [];
+  // The source the results were compiled from: an edit since then makes them stale, and their line
+  // links are switched off (a colour must never land on a line that moved) until the next compile.
+  var compiledSource = document.getElementById("job-bar") ? editor.getValue() : null;
+  var stale = false;
+  var staleNote = document.getElementById("stale-note");
+  function setStale(on, redraw) {
+    if (on === stale) { return; }
+    stale = on;
+    document.getElementById("results").classList.toggle("stale", on);
+    if (staleNote) { staleNote.hidden = !on; }
+    if (on) {
+      clearHot(); clearEditorMarks(); markBreaks([]);
+      editor.clearGutter("error-gutter");
+    } else if (redraw) {  // the edit was undone: the results fit the source again
+      errorLine = -1;
+      refresh(true);
+    }
+  }
+  editor.on("change", function () {
+    if (compiledSource !== null) { setStale(editor.getValue() !== compiledSource, true); }
+  });
 
   function compile() { if (!data.embed) { htmx.trigger(form, "submit"); } }
   document.addEventListener("keydown", function (e) {
@@ -50,15 +98,16 @@
     markedLines = [];
   }
   function mark(line, cls) {
+    // by the line's handle, so the mark is taken off the line it was put on even after an edit
     if (line < 1 || line > editor.lineCount()) { return; }
-    editor.addLineClass(line - 1, "background", cls);
-    markedLines.push([line - 1, cls]);
+    markedLines.push([editor.addLineClass(line - 1, "background", cls), cls]);
   }
   // lines with a source line, and lines of IR stages with a compiler location (static/ir-links.js)
   var LINKED_LINE = "#results .pane pre.code .ln[data-src], #results .pane pre.code .ln[data-locs]";
   function artifactLines() { return document.querySelectorAll(LINKED_LINE); }
   function paintPane() {
     clearEditorMarks();
+    if (stale) { return; }
     var seen = {};
     artifactLines().forEach(function (el) {
       if (!el.dataset.src) { return; }
@@ -83,6 +132,7 @@
   function lightLines(isPartner, line, scroll) {
     // the artifact lines `isPartner` accepts, in every open pane, and the editor's `line`
     clearHot();
+    if (stale) { return; }
     var first = null;
     artifactLines().forEach(function (el) {
       if (isPartner(el)) { el.classList.add("hot"); hotLines.push(el); first = first || el; }
@@ -102,7 +152,7 @@
   });
   document.addEventListener("click", function (e) {
     var el = e.target.closest && e.target.closest("#results .pane pre.code .ln[data-src]");
-    if (el && !e.target.closest(".ln > .no")) {
+    if (el && !stale && !e.target.closest(".ln > .no")) {
       var line = parseInt(el.dataset.src, 10);
       editor.scrollIntoView({line: line - 1, ch: 0}, 80);
       editor.setCursor({line: line - 1, ch: 0});
@@ -190,6 +240,7 @@
       "#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=''])"));
   }
   function keyOf(el) { return el.dataset.key || el.value; }
+  function hasText(el) { return el.dataset.size !== "0"; }  // an empty stage is never opened by itself
   function findStage(offered, key) {
     // a key, or a key without its :qualifier (the first stage of that kind), as the store reads it
     return offered.filter(function (el) { return keyOf(el) === key; })[0] ||
@@ -221,11 +272,11 @@
       if (!pick) { wanted = null; }
     }
     if (!pick) { preferred.some(function (p) {
-      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0; })[0];
+      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0 && hasText(el); })[0];
       return pick;
     }); }
     if (!pick && (status === "done" || status === "failed")) {
-      pick = offered.filter(function (el) { return keyOf(el) !== "source"; })[0] || offered[0];
+      pick = offered.filter(function (el) { return keyOf(el) !== "source" && hasText(el); })[0] || offered[0];
     }
     if (!pick) { return; }
     openStage(pick);
@@ -247,10 +298,33 @@
     }
     return true;
   }
+  function markBreaks(lines) {
+    // the graph breaks the job's summary names (.glance), marked in the editor as the job ends
+    breakHandles.forEach(function (h) { editor.removeLineClass(h, "background", "break-line"); });
+    editor.clearGutter("break-gutter");
+    breakLines = lines.filter(function (n) { return n >= 1 && n <= editor.lineCount(); });
+    breakHandles = breakLines.map(function (n) {
+      return editor.addLineClass(n - 1, "background", "break-line");
+    });
+    breakLines.forEach(function (n) {
+      var marker = document.createElement("span");
+      marker.className = "CodeMirror-gutter-elt break-marker"; marker.textContent = "\u21af";  // ↯
+      marker.title = "graph break: Dynamo split the graph at this line";
+      editor.setGutterMarker(n - 1, "break-gutter", marker);
+    });
+  }
+  function showBreaks() {
+    var glance = document.querySelector("#results .glance[data-break-lines]");
+    var lines = glance ? glance.dataset.breakLines.split(" ").map(Number).filter(Boolean) : [];
+    if (lines.join(" ") !== breakLines.join(" ")) { markBreaks(lines); }
+  }
   function refresh(paneChanged) {
     // After every swap; the editor's line colours are painted again only when a pane or the
-    // error line changed, not on each poll of a running job.
-    if (showErrorLine() || paneChanged) { paintPane(); }
+    // error line changed, not on each poll of a running job. Stale results mark nothing.
+    if (!stale) {
+      showBreaks();
+      if (showErrorLine() || paneChanged) { paintPane(); }
+    }
     markActive();
     var bar = document.getElementById("job-bar");
     var share = document.getElementById("share");
@@ -292,6 +366,8 @@
   });
   document.body.addEventListener("htmx:beforeRequest", function (e) {
     if (e.detail.elt === form) {
+      compiledSource = editor.getValue();
+      setStale(false, false);  // the new job's results draw their own marks
       document.getElementById("share-url").value = "";
       document.querySelectorAll(".job-poll").forEach(function (p) { htmx.trigger(p, "htmx:abort"); });
     }
@@ -371,6 +447,78 @@
       if (lessonMenu.value) { location.assign(lessonMenu.value); }
     });
   }
+
+  // --- the options menu: closes on Escape, on a click outside it and on Compile; the options that
+  // differ from their defaults show as chips beside the language ---------------------------------
+  var optionsMenu = document.querySelector(".options-menu");
+  var chips = document.getElementById("option-chips");
+  function closeOptions(focusSummary) {
+    if (!optionsMenu || !optionsMenu.open) { return; }
+    optionsMenu.open = false;
+    if (focusSummary) { optionsMenu.querySelector("summary").focus(); }
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && optionsMenu && optionsMenu.open) { closeOptions(optionsMenu.contains(e.target)); }
+  });
+  document.addEventListener("click", function (e) {
+    if (optionsMenu && optionsMenu.open && !optionsMenu.contains(e.target)) { closeOptions(false); }
+  });
+  document.body.addEventListener("htmx:beforeRequest", function (e) { if (e.detail.elt === form) { closeOptions(false); } });
+  function optionValue(el) { return el.type === "checkbox" ? (el.checked ? "true" : "false") : el.value; }
+  function drawChips() {
+    if (!chips) { return; }
+    chips.textContent = "";
+    document.querySelectorAll("#options [name^='opt.'][data-default]").forEach(function (el) {
+      var value = optionValue(el);
+      if (value === el.dataset.default || (el.type !== "checkbox" && value === "")) { return; }
+      var chip = document.createElement("button");
+      chip.type = "button"; chip.className = "chip"; chip.dataset.field = el.id;
+      chip.textContent = el.name.slice(4) + (el.type === "checkbox" ? (el.checked ? "" : " off") : " = " + value);
+      chip.title = "changed from its default (" + (el.dataset.default || "none") + "); click to change it";
+      chips.appendChild(chip);
+    });
+  }
+  if (chips) {
+    chips.addEventListener("click", function (e) {
+      var chip = e.target.closest(".chip");
+      if (!chip) { return; }
+      e.stopPropagation();
+      optionsMenu.open = true;
+      var field = document.getElementById(chip.dataset.field);
+      if (field) { field.focus(); }
+    });
+  }
+  document.addEventListener("change", function (e) { if (e.target.closest && e.target.closest("#options")) { drawChips(); } });
+  document.addEventListener("input", function (e) { if (e.target.closest && e.target.closest("#options")) { drawChips(); } });
+  document.body.addEventListener("htmx:afterSettle", function (e) {
+    if (e.detail.target && e.detail.target.id === "options") { drawChips(); }
+  });
+  drawChips();
+
+  // --- sortable tables (the kernel resources): a header's button sorts by its column, again reverses
+  function cellValue(row, n) {
+    var cell = row.cells[n];
+    var text = cell ? (cell.dataset.percent || cell.textContent).trim() : "";
+    var num = parseFloat(text.replace(/,/g, ""));
+    if (!isNaN(num) && /KiB/.test(text)) { num *= 1024; }
+    return isNaN(num) ? text.toLowerCase() : num;
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("table.sortable th button.sort");
+    if (!button) { return; }
+    var th = button.closest("th"), table = th.closest("table"), n = th.cellIndex;
+    var up = th.getAttribute("aria-sort") !== "ascending";
+    table.querySelectorAll("thead th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", up ? "ascending" : "descending");
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = cellValue(a, n), y = cellValue(b, n);
+      var order = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === "number" ? -1 : 1);
+      return up ? order : -order;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
 
   // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);
   // the first refresh may click a tab, so it waits for that.

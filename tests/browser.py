@@ -68,8 +68,8 @@ def browser():
 
 
 # The pictures the README shows (docs/screenshots/<name>); the tests take others too.
-README_SHOTS = {"pytorch.png", "triton.png", "hlo.png", "ir-links.png", "guards.png", "memory.png", "gallery.png",
-                "compare.png", "lesson-dark.png"}
+README_SHOTS = {"newcomer-summary.png", "pytorch.png", "triton.png", "hlo.png", "ir-links.png", "guards.png",
+                "memory.png", "gallery.png", "compare.png", "lesson-dark.png"}
 
 
 class Shots:

@@ -250,8 +250,11 @@ def lesson_jobs(tmp_path_factory, pytorch_toolchain_cache) -> LessonJobs:
     base = Path(kept) if kept else tmp_path_factory.mktemp("lessons")
     if not os.path.isdir(base / "var" / "toolchain"):
         seed_toolchain_cache(pytorch_toolchain_cache, str(base / "var"))
+    # spare workers as `irscope serve` starts them: a lesson job is forked from a warm template
+    # instead of importing torch itself (the way the lessons are compiled for their readers)
     app = make_app(base, languages=ALL_LANGUAGES, workers=2, warm_toolchain_cache=True, rate_limit="",
-                   max_queued_jobs=0, wall_time_limit_s=600)
+                   max_queued_jobs=0, wall_time_limit_s=600,
+                   spare_workers=int(os.environ.get("IRSCOPE_TEST_LESSON_SPARES", "1")))
     svc = app.extensions["irscope"]
     ids = {}
     for lesson in lessons.load():

@@ -138,6 +138,10 @@ def test_timings_view_draws_measured_numbers():
                            "run": {"eager_ms": 2.0, "compiled_ms": 1.0, "speedup": 2.0, "where": "host CPU"}})
     assert html.count("<rect") == 4  # two phases, two run bars
     assert "dynamo tracing: 0.25 s" in html and "compiled: 1 ms" in html and "host CPU" in html
+    # a table shows no raw Python value: a list as words, a flag as yes/no, a missing value as a dash
+    html = timings.render({"target": {"name": "sm_90", "virtual": True, "units": [4, 8], "spare": None}})
+    assert "<td class='num'>4, 8</td>" in html and "<td class='num'>yes</td>" in html and "—" in html
+    assert "[4, 8]" not in html and "True" not in html and "None" not in html
 
 
 def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from app.ide import MAX_TABS_PER_GROUP
 from compiler import registry
 from compiler.model import Request, Stage
 from service.store import Store
@@ -142,20 +143,21 @@ def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
     assert page.evaluate("() => document.activeElement.dataset.key") == "source"
     assert page.get_attribute("#pane .artifact", "data-key") == "source"
 
-    # a group that grows past twelve stages becomes a list, and the focus goes with its stage
-    for n in range(12):
+    # a group that grows past MAX_TABS_PER_GROUP stages becomes a list, and the focus goes with its stage
+    most = MAX_TABS_PER_GROUP
+    for n in range(most):
         _add_stage(store, job, 3 + n, f"kernel.k{n:02d}", "Kernels")
-    page.wait_for_selector('#results [role=tab][data-key="kernel.k11"]')
+    page.wait_for_selector(f'#results [role=tab][data-key="kernel.k{most - 1:02d}"]')
     page.click('#results [role=tab][data-key="kernel.k03"]')
     page.wait_for_selector('#pane .artifact[data-key="kernel.k03"]')
-    _add_stage(store, job, 15, "kernel.k12", "Kernels")
+    _add_stage(store, job, 3 + most, f"kernel.k{most:02d}", "Kernels")
     page.wait_for_selector(f"#grp-{job}-kernels-list")
     # the focus moves to the list once htmx has settled the swap (a moment after the list appears)
     page.wait_for_function("() => document.activeElement.matches('.stage-select') && "
                            "document.activeElement.value === 'kernel.k03'", timeout=5000)
-    _add_stage(store, job, 16, "kernel.k13", "Kernels")
-    page.wait_for_selector(f'#grp-{job}-kernels-list option[value="kernel.k13"]', state="attached")
-    assert page.inner_text(f"#grp-{job}-kernels-count") == "14"
+    _add_stage(store, job, 4 + most, f"kernel.k{most + 1:02d}", "Kernels")
+    page.wait_for_selector(f'#grp-{job}-kernels-list option[value="kernel.k{most + 1:02d}"]', state="attached")
+    assert page.inner_text(f"#grp-{job}-kernels-count") == str(most + 2)
     assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
     assert page.evaluate("() => document.activeElement.value") == "kernel.k03"
 
@@ -166,7 +168,7 @@ def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
     assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
     assert still_same_document(page)
     keys = tab_keys(page)
-    kernels = [f"kernel.k{n:02d}" for n in range(14)]
+    kernels = [f"kernel.k{n:02d}" for n in range(most + 2)]
     assert keys == ["source", "dynamo.graph:0", "dynamo.graph:1", *kernels, "timings"]
     page.reload()
     assert tab_keys(page) == keys

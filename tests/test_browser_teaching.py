@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from app import lessons
-from tests.browser import BROWSER_MARKS
+from tests.browser import BROWSER_MARKS, open_stage
 
 LESSONS = lessons.load()
 
@@ -223,8 +223,7 @@ def test_dark_theme_follows_the_system(watched, shots):
     page.emulate_media(color_scheme="dark")
     page.goto("/examples/graph-break")
     wait_open(page, "dynamo.graph_breaks")
-    page.click('#results [role=tab][data-key="dynamo.fx_graph:1/0"]')
-    wait_open(page, "dynamo.fx_graph:1/0")
+    open_stage(page, "dynamo.fx_graph:1/0")
     colours = page.evaluate("""() => {
         const style = (sel) => getComputedStyle(document.querySelector(sel));
         const keyword = document.querySelector('#pane .highlight .k, #pane .highlight .kn');
@@ -236,6 +235,9 @@ def test_dark_theme_follows_the_system(watched, shots):
     assert colours["keyword"] == "rgb(255, 123, 114)", colours  # github-dark's keyword, from pygments-dark.css
     assert not page.evaluate("() => matchMedia('not all and (prefers-color-scheme: dark)').matches")
     page.screenshot(path=str(shots / "lesson-dark.png"), full_page=False)
+    # a Graphviz drawing is drawn dark too (inverted, its hues kept), not a white block
+    open_stage(page, "dynamo.fx_graph_drawing:1/0")
+    assert "invert" in page.evaluate("() => getComputedStyle(document.querySelector('#pane .graph-view svg')).filter")
     page.emulate_media(color_scheme="light")
     assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"
 

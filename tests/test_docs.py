@@ -1,7 +1,7 @@
 """The documents say what the code does: docs/api.md names every route and every error kind the
 code emits (and nothing else), every "(setting X)" in a message names a real setting, the module
 map in docs/architecture.md lists every module under compiler/, and static/pygments.css is what
-pygments generates, and docs/languages.md's table of languages is the registry's. (The README's settings
+pygments generates, and docs/languages.md's table of languages is the registry's. (docs/settings.md's
 table is checked by tests/test_settings.py; scripts/docs_tables.py writes both tables.)"""
 from __future__ import annotations
 
@@ -132,10 +132,9 @@ def test_docs_tables_script_finds_the_tables_current():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_readme_describes_every_language_the_registry_offers():
-    """The registry is the only list of languages; the README's Inputs say what each one takes."""
+def test_the_inputs_doc_describes_every_language_the_registry_offers():
+    """The registry is the only list of languages; docs/inputs.md says what each one takes."""
     from compiler import registry
-    readme = _read("README.md")
-    inputs = readme[readme.index("## Inputs"):]
+    inputs = _read("docs/inputs.md")
     for key in [*registry.offered(), "import"]:
         assert f"**{key}**" in inputs, key

@@ -278,3 +278,20 @@ def test_every_opcode_of_the_lessons_ptx_and_sass_has_help(lesson_jobs):
             assert 'class="isa-op"' in markup and "https://docs.nvidia.com/cuda/" in markup, (slug, stage.key)
     assert seen["ptx"] > 1000 and seen["sass"] > 1000, seen
     assert missing == {"ptx": set(), "sass": set()}
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_every_stage_the_lessons_show_has_an_explanation_of_its_own(lesson_jobs):
+    """Each stage of every lesson job (every language, host and virtual GPU targets) is explained
+    by a sentence written for its kind; before, every XLA stage shared one generic sentence and
+    Helion's, CuTe's and the distributed stages had none."""
+    from viewers.explanations import EXPLANATIONS, explanation_for
+    unexplained = set()
+    for job_id in lesson_jobs.ids.values():
+        for stage in lesson_jobs.store.get_job(job_id).stages:
+            if stage.key == "worker.log" or explanation_for(stage.key):
+                continue
+            unexplained.add(stage.key.split(":")[0])
+    assert unexplained == set()
+    assert "xla." not in EXPLANATIONS  # no catch-all for a whole language

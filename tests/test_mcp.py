@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from compiler import registry
 from compiler.errors import ErrorKind
 from testbed.real_servers import IRSCOPE, ROOT, Serve, http
-from tests.conftest import needs_bwrap
+from tests.conftest import needs_bwrap, seed_toolchain_cache
 
 pytestmark = needs_bwrap
 
@@ -79,8 +79,10 @@ async def _until_done(session: ClientSession, job_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    served = Serve(str(tmp_path_factory.mktemp("mcp")), dict(SETTINGS)).start()
+def server(tmp_path_factory, pytorch_toolchain_cache):
+    data = str(tmp_path_factory.mktemp("mcp"))
+    seed_toolchain_cache(pytorch_toolchain_cache, data)  # the jobs start warm, as a running server's do
+    served = Serve(data, dict(SETTINGS)).start()
     yield served
     served.stop()
 

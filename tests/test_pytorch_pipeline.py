@@ -274,6 +274,58 @@ def model(x):
 example_inputs = (torch.randn(8),)
 """
 # name -> (source, options). "spare" goes first, to the pre-started worker.
+# A program as people write them: argparse and a main() guard, a decorated function, a module
+# compiled and trained with an optimizer, a data-dependent branch (a graph break), a new shape (a
+# recompile); no `model`, no `example_inputs`.
+PROGRAM = """import argparse
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class TinyNet(nn.Module):
+    def __init__(self, width=32):
+        super().__init__()
+        self.fc1 = nn.Linear(width, width)
+        self.fc2 = nn.Linear(width, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if h.sum() > 0:
+            h = h * 2
+        return self.fc2(h)
+
+
+@torch.compile
+def scale_shift(x, k):
+    return torch.sin(x) * k + 1
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=2)
+    args = parser.parse_args()
+    print("argv", sys.argv)
+    torch.manual_seed(0)
+    net = TinyNet()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    compiled = torch.compile(net)
+    for step in range(args.steps):
+        loss = compiled(torch.randn(8, 32)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step} loss {loss.item():.4f}")
+    for n in (4, 8):
+        scale_shift(torch.randn(n), 2.0)
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
 JOBS = {
     "spare": (SPARE_MODEL, SPARE_OPTIONS),
     "forked_a": (FORKED_PROBE % "1", {}),
@@ -293,6 +345,8 @@ JOBS = {
     "no_inputs": ("import torch\nmodel = torch.nn.Linear(2, 2)\n", {}),
     "shape_error": (SHAPE_ERROR, {}),
     "bad_config": ("model = len\nexample_inputs = ()\n", {"inductor_config": {"no_such_flag": True}}),
+    "program": (PROGRAM, {}),
+    "program_compiles_nothing": ("import torch\n\nif __name__ == '__main__':\n    print(torch.ones(2).sum())\n", {}),
 }
 
 
@@ -564,6 +618,16 @@ def test_print_and_data_dependent_branch_each_break_the_graph_at_their_line(comp
         .check("## graph break 2").check("model.py:7").check_regex("[Dd]ata-dependent").run(breaks["text"])
     assert {6, 7} <= {b for a, b in breaks["source_map"]}
     assert job["stages"][0]["key"] == "source" and "y computed" in compiled.text("branchy", "run.stdout")
+    # summarised first: each distinct break once, with its line, count, GB id, PyTorch's title and
+    # explanation, each summary line linked to its source line
+    distinct = breaks["meta"]["distinct"]
+    assert [(d["line"], d["count"]) for d in distinct] == [(6, 1), (7, 1)], distinct
+    assert all(re.fullmatch(r"GB\d{4}", d["gb"] or "") and d["title"] and d["explanation"] for d in distinct)
+    head = breaks["text"].split("## graph break 1", 1)[0].splitlines()
+    assert head[0] == "# 2 graph breaks, 2 distinct"
+    summary = {n: text for n, text in enumerate(head, start=1) if text.startswith("- line ")}
+    assert [text.split(" ×")[0] for text in summary.values()] == ["- line 6", "- line 7"], head
+    assert all([n, int(text.split()[2])] in breaks["source_map"] for n, text in summary.items())
 
 
 def test_transformer_block_fuses_and_maps_back_to_softmax(compiled):
@@ -633,10 +697,12 @@ def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(t
 
 
 @needs_bwrap
-def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first(tmp_path):
+def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first(tmp_path, pytorch_toolchain_cache):
     """A server offering pytorch and triton, one spare each: on a small machine two warm-ups at
     once take the CPU a running job needs, so only one spare of any language is ever warming,
-    and the server's first language gets its spare first."""
+    and the server's first language gets its spare first. (The session's toolchain cache is
+    seeded: building it again would add minutes and test nothing of the order.)"""
+    seed_toolchain_cache(pytorch_toolchain_cache, str(tmp_path / "var"))
     app = make_app(tmp_path, languages="pytorch,triton", spare_workers=1)
     spares = app.extensions["irscope"].runner.spares
     try:
@@ -985,3 +1051,48 @@ def test_virtual_sm90_target_through_the_api(compiled):
     assert sass and "EXIT" in compiled.text("virtual_sm90", sass[0])
     assert job["timings"]["target"]["virtual"] is True
     assert "run" not in job["timings"]  # nothing ran: no invented timings
+
+
+def test_a_program_that_calls_torch_compile_itself_runs_as_written_and_every_compile_is_captured(compiled):
+    """Before: "the source must define `model` and `example_inputs`". Now the program runs as
+    `python model.py` runs it, and each of its compiles has its stages: the decorated function's
+    two compiles (the second a recompile for a new shape), the trained module's graphs on both
+    sides of its data-dependent branch, forward and backward."""
+    job = compiled.job("program")
+    assert job["status"] == "done", job["error"]
+    assert job["timings"]["run_mode"]["mode"] == "program"
+    out = compiled.text("program", "run.stdout")
+    argv = re.search(r"^argv \[(.*)\]$", out, re.M).group(1)  # the program's path only, as python gives it
+    assert argv.endswith("model.py'") and "," not in argv, out
+    assert "step 1 loss" in out and out.rstrip().endswith("done"), out
+    keys = [s["key"] for s in job["stages"]]
+    graphs = sorted(k.split(":", 1)[1] for k in keys if k.startswith("dynamo.fx_graph:"))
+    assert len(graphs) >= 4, graphs
+    # the branch on h.sum() is a graph break at its line
+    branch = PROGRAM.splitlines().index("        if h.sum() > 0:") + 1
+    breaks = compiled.stage("program", "dynamo.graph_breaks")
+    assert breaks["meta"]["count"] >= 1 and branch in {line for _, line in breaks["source_map"]}, breaks["meta"]
+    # scale_shift compiled again for the new shape: a compile id with a nonzero compile number,
+    # whose guards say which guard failed
+    recompiled = [g for g in graphs if g.split("/")[1].split("_")[0] != "0"]
+    assert recompiled, graphs
+    guards = compiled.stage("program", f"dynamo.guards_explained:{recompiled[0]}")
+    assert guards["meta"]["recompile"] is True, guards["meta"]
+    assert "torch.sin(" in compiled.text("program", f"dynamo.fx_graph:{recompiled[0]}")
+    # the recompiles, summed up per frame: the function, how often it compiled, the failed guard
+    frames = compiled.stage("program", "dynamo.recompiles")["meta"]["frames"]
+    shifted = next(f for f in frames if f["function"].startswith("scale_shift at model.py:"))
+    assert shifted["compiles"] == 2 and shifted["recompiles"][0]["compile_id"] == recompiled[0], frames
+    assert "size mismatch" in shifted["recompiles"][0]["reason"], frames
+    # the module was trained: AOTAutograd's backward graph and Inductor's backward kernels
+    assert any(k.startswith("aot.backward_graph:") for k in keys)
+    assert any(k.startswith("inductor.output_code:") and k.endswith(".backward") for k in keys), keys
+    facts = " · ".join(f["text"] for f in compiled.client.get(f"/api/jobs/{job['id']}").get_json()["summary"])
+    assert re.search(r"\d+ graphs · \d+ graph breaks? \(line", facts) and "recompile" in facts, facts
+
+
+def test_a_program_that_compiles_nothing_says_so(compiled):
+    job = compiled.job("program_compiles_nothing")
+    assert job["error"]["kind"] == "InputError", job["error"]
+    assert job["error"]["message"].startswith("the program ran to its end and compiled nothing")
+    assert "tensor(2.)" in compiled.text("program_compiles_nothing", "run.stdout")

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from testbed.real_servers import ROOT
-from tests.conftest import compile_and_wait, make_app, needs_bwrap, stage_text, wait_job
+from tests.conftest import compile_and_wait, make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
 
 PAYLOAD = "\"'><img src=x onerror=alert('xss')><script>alert('xss')</script>"
 
@@ -728,6 +728,28 @@ def test_no_stored_output_shows_host_paths(hostile):
         assert root not in stage_text(client, job["id"], key), key
 
 
+@needs_bwrap
+def test_no_error_message_shows_host_paths(hostile):
+    """Before: a job's error kept the server's install paths (".venv/lib/python3.11/site-packages/
+    torch/nn/modules/linear.py" in a shape mismatch's message); only a crashed worker's was
+    scrubbed. Now every error is, and an installed package's file reads as its import path."""
+    import site
+
+    import jinja2
+    client = hostile.test_client()
+    job = compile_and_wait(client, "fake", "import sys, jinja2, compiler\n"
+                                           "raise RuntimeError('in ' + jinja2.__file__ + ' and ' + compiler.__file__ "
+                                           "+ ' under ' + sys.prefix)\n")
+    message = job["error"]["message"]
+    assert job["error"]["kind"] == "UserCodeError" and job["error"]["line"] == 2, job["error"]
+    assert "in jinja2/__init__.py and <irscope>/compiler/__init__.py under <venv>" in message, message
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for host in (root, sys.prefix, *site.getsitepackages(), os.path.dirname(jinja2.__file__)):
+        assert host not in message
+    page = client.get(f"/j/{job['id']}").get_data(as_text=True)
+    assert "jinja2/__init__.py" in page and sys.prefix not in page and root not in page
+
+
 def test_a_restarted_server_unmounts_spare_directories_left_behind(tmp_path):
     from service import job_dir
     if job_dir.can_mount_tmpfs(str(tmp_path / "probe")):
@@ -885,11 +907,13 @@ def test_no_spare_template_where_a_gpu_device_node_exists(tmp_path, monkeypatch)
 
 
 @needs_bwrap
-def test_a_job_forked_from_a_spare_template_is_held_by_the_jobs_limits(tmp_path):
+def test_a_job_forked_from_a_spare_template_is_held_by_the_jobs_limits(tmp_path, pytorch_toolchain_cache):
     """A spare template's job process is not started by the runner but forked in the sandbox: the
     runner moves it into the job's own cgroup before it goes on, and keeps the wall clock. A fork
     that sleeps is stopped by the wall clock; one that allocates past `job_memory_mb` is killed by
-    its cgroup (the template, whose memory is not the job's, lives on and forks the next)."""
+    its cgroup (the template, whose memory is not the job's, lives on and forks the next). The
+    session's toolchain cache is seeded, so the template's warm-up does not build it again."""
+    seed_toolchain_cache(pytorch_toolchain_cache, str(tmp_path / "var"))
     app = make_app(tmp_path, languages="pytorch", spare_workers=1, wall_time_limit_s=15, job_memory_mb=1024)
     try:
         spares = app.extensions["irscope"].runner.spares

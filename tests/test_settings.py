@@ -1,9 +1,9 @@
-"""Every setting is documented, and the README's table is the settings table."""
+"""Every setting is documented, and docs/settings.md's table is the settings table."""
 from service import settings
 
 
-def test_readme_settings_table_matches_the_code():
-    readme = open("README.md", encoding="utf-8").read()
+def test_docs_settings_table_matches_the_code():
+    readme = open("docs/settings.md", encoding="utf-8").read()
     start, end = readme.index("<!-- settings:start -->"), readme.index("<!-- settings:end -->")
     assert readme[start:end].split("\n", 1)[1].strip() == settings.markdown_table()
 

@@ -51,7 +51,75 @@ EXPLANATIONS: dict[str, str] = {
                    "tools that ship inside the Triton wheel.",
     "triton.passes": "Every MLIR pass Triton ran, in order, and whether it changed the IR.",
     "triton.metadata": "What the compiled kernel needs to launch: warps, stages, shared memory, registers.",
-    "xla.": "A stage of XLA's compilation, taken from XLA's own dumps and APIs.",
+    "dynamo.fx_graph_drawing": "The Dynamo FX graph drawn as a graph: one box per node, arrows from each value to "
+                               "the nodes that use it, placeholders (inputs) at the top and the output at the bottom.",
+    "inductor.estimates": "Inductor's scheduler's own figures for each kernel after fusion: the bytes it reads and "
+                          "writes and, for GPU kernels it can place on a roofline, its estimated runtime. "
+                          "Estimates, not measurements.",
+    "kernels.resources": "Every compiled GPU kernel, one row per config: warps, stages, registers per thread, "
+                         "spills, shared memory and the theoretical occupancy on its target, from the compiler's "
+                         "own metadata and ptxas. Sort by a column; a kernel's name opens its metadata.",
+    "run.kernels": "PyTorch's profiler over one call of the compiled model: which operators and kernels ran, how "
+                   "often, and the time each took on the CPU and the device.",
+    "run.notices": "What irscope answered for your program instead of running it as written on a virtual GPU (a "
+                   "check that compares values, a benchmark), each at its line.",
+    "triton.launches": "Every kernel launch the program made: grid, arguments and the compiled config launched "
+                       "(on a virtual GPU: recorded, not run).",
+    "helion.config": "The Helion config this kernel was compiled with: block sizes, loop orders, warps, stages "
+                     "and the other choices Helion's autotuner searches over.",
+    "helion.config_space": "Every dimension of the kernel's config space as Helion's ConfigSpec describes it: "
+                           "what the autotuner may choose for each block size, loop and flag.",
+    "helion.triton_code": "The Triton kernel Helion generated from your kernel for that config, and the host "
+                          "function that launches it: the Triton stages below compile this code.",
+    "helion.failed_samples": "Configs Helion's autotuner tried that failed to compile or run, with why.",
+    "cute.ir": "The CuTe DSL program as MLIR, as the CuTe DSL compiler produced it before lowering: layouts, "
+               "copies and MMA atoms as cute dialect operations.",
+    "cute.ir_clean": "The same MLIR without location attributes, to read the program's structure.",
+    "cute.ptx": "PTX the CuTe DSL compiler generated for the kernel. Its `.loc` lines link to your source.",
+    "cute.sass": "SASS, the machine code ptxas assembled from the PTX, disassembled with nvdisasm.",
+    "cute.metadata": "What the compiled CuTe kernel needs to launch: its entry name, registers, shared memory.",
+    "cute.launches": "Every kernel launch the program made: grid, block and cluster shape, shared memory.",
+    "distributed.placements": "How each parameter and activation is laid out over the device mesh (DTensor "
+                              "placements: Shard, Replicate, Partial), rank by rank.",
+    "distributed.collectives": "Every collective the compiled program issues (all-gather, reduce-scatter, "
+                               "all-reduce...), its size, its group of ranks and its estimated time on the link.",
+    "export.program": "torch.export's ExportedProgram: one ATen graph of the whole model with its input and "
+                      "output signature, the graph AOTInductor compiles.",
+    "aoti.wrapper": "AOTInductor's C++ wrapper: the code that allocates buffers and launches the kernels, "
+                    "compiled into the model's shared library.",
+    "aoti.kernels": "The kernels AOTInductor generated and compiled into the package.",
+    "aoti.package": "What the .pt2 package AOTInductor wrote holds: the shared library, its weights and metadata.",
+    "import.origin": "Where the imported log came from and what irscope read from it.",
+    "fake.": "A stage of the test pipeline `fake` (it runs no compiler).",
+    "xla.input": "The module exactly as XLA received it, before any pass.",
+    "xla.stablehlo": "The StableHLO module JAX lowered your function to (jax.jit(...).lower(...)): the program "
+                     "XLA compiles, with the shardings you asked for as attributes.",
+    "xla.passes": "Every HLO pass XLA ran, in order, and whether it changed the module: pick a pass to see the "
+                  "module after it, or diff it with the one before.",
+    "xla.pass:": "The HLO module after one of XLA's passes (XLA's --xla_dump_hlo_pass_re dump): diff it with the "
+                 "previous pass to see what the pass did.",
+    "xla.sharding": "The sharding XLA propagated to every instruction before partitioning (GSPMD or Shardy): "
+                    "how each value is split over the device mesh.",
+    "xla.spmd": "The module after SPMD partitioning: the per-device program, with the collectives "
+                "(all-gather, reduce-scatter, all-reduce) the partitioner inserted.",
+    "xla.optimized": "The HLO module after all of XLA's optimisations: fusions, layouts and the scheduled order, "
+                     "the program XLA turns into code. Each instruction's metadata names the op and your line.",
+    "xla.schedule": "The order XLA's scheduler put the instructions in, with the asynchronous collectives' start "
+                    "and done and what overlaps them.",
+    "xla.buffer_assignment": "XLA's buffer assignment: which values share memory, each allocation's size, and "
+                             "what is live at the peak.",
+    "xla.memory": "Live bytes over program order, from XLA's buffer assignment: the peak and the buffers live "
+                  "there.",
+    "xla.cost": "XLA's own cost analysis of the optimized module: FLOPs, bytes accessed and transcendentals, "
+                "estimates from its cost model.",
+    "xla.llvm_ir": "The LLVM IR XLA emitted for one fusion.",
+    "xla.asm": "The machine code XLA's CPU backend produced, disassembled.",
+    "xla.ptx": "The PTX XLA's GPU backend emitted for its fusions and kernels.",
+    "xla.sass": "SASS, the machine code ptxas assembled from XLA's PTX, disassembled with nvdisasm.",
+    "xla.triton": "A fusion XLA's GPU backend emitted through Triton: its Triton IR.",
+    "xla.fusions": "Every fusion in the optimized module: what it fused, its kind and its emitter.",
+    "xla.debug_options": "The XLA debug options this compile ran with: the defaults and what you overrode.",
+    "xla.graph": "The optimized module drawn as a graph of its computations and fusions.",
 }
 
 

@@ -8,6 +8,7 @@ that spills is flagged; a kernel's name opens its metadata stage.
 """
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -38,6 +39,10 @@ def _occupancy(occ: formats.Occupancy | None) -> str:
             f'<td class="limited-by">{escape(", ".join(occ.limited_by))}</td>')
 
 
+_COLUMNS = ("kernel", "target", "warps", "stages", "config", "registers / thread", "spill stores", "spill loads",
+            "stack", "local", "static shared", "dynamic shared", "occupancy (theoretical)", "limited by")
+
+
 def render(text: str, meta: dict[str, Any]) -> str:
     try:
         data: formats.KernelResources = formats.get("resources").decode(text)
@@ -63,16 +68,21 @@ def render(text: str, meta: dict[str, Any]) -> str:
             f'<td>{_bytes(k.static_shared_bytes)}</td><td>{_bytes(k.dynamic_shared_bytes)}</td>{occ}</tr>')
     models = sorted({k.occupancy.model for k in data.kernels if k.occupancy is not None})
     sources = sorted({k.source for k in data.kernels if k.source})
-    summary = (f'{len(data.kernels)} kernels compiled' + (f", <b>{len(spilling)} spill</b>: "
-               + ", ".join(escape(k.kernel) for k in spilling) if spilling else ", none spills") + ".")
+    # kernels told apart from their configs: `name.N` is the kernel `name`'s config N (from 0)
+    names = {re.sub(r"\.\d+$", "", k.kernel) for k in data.kernels}
+    configs = "" if len(names) == len(data.kernels) else (
+        f" in {len(data.kernels)} compiled configs (<code>.N</code> after a name is that kernel's config N, "
+        "counted from 0, one per autotuning candidate or specialisation)")
+    summary = (f'{len(names)} kernel{"" if len(names) == 1 else "s"}{configs}'
+               + (f", <b>{len(spilling)} spill</b>: " + ", ".join(escape(k.kernel) for k in spilling)
+                  if spilling else ", none spills") + ".")
     return ('<div class="resources-view">'
             f'<p class="resources-summary">{summary}'
             + (f" {escape(data.note)}." if data.note else "") + "</p>"
-            '<table class="data resources-table"><thead><tr><th>kernel</th><th>target</th><th>warps</th>'
-            '<th>stages</th><th>config</th><th>registers / thread</th><th>spill stores</th><th>spill loads</th>'
-            '<th>stack</th><th>local</th><th>static shared</th><th>dynamic shared</th>'
-            '<th>occupancy (theoretical)</th><th>limited by</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>'
+            '<div class="table-scroll"><table class="data resources-table sortable"><thead><tr>'
+            + "".join(f'<th><button type="button" class="sort" title="sort by {h}">{h}</button></th>' for h in _COLUMNS)
+            + '</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
             + "".join(f'<p class="model">Occupancy: {escape(m)}.</p>' for m in models)
             + "".join(f'<p class="source">Numbers from: {escape(s)}.</p>' for s in sources)
             + "</div>")

@@ -35,7 +35,16 @@ def _table(values: dict[str, Any]) -> str:
 
 
 def _fmt(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """A value in words: no Python list, None or True shown raw."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value) or "none"
+    return str(value)
 
 
 def render(timings: dict[str, Any]) -> str:

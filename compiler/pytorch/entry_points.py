@@ -7,6 +7,9 @@
   or tuple of positional arguments, or a dict of keyword arguments). The harness's own lines
   (`Model(*get_init_inputs())`, `model(*get_inputs())`) are not needed.
 
+* Neither: a program that calls `torch.compile` itself (a tutorial, a training loop, a bug
+  report). It defines none of the conventions' names, and runs as written (`is_script`).
+
 The source itself always runs for real (it defines things; it should allocate little). What the
 conventions name as functions can also be called under a FakeTensorMode, which is how irscope
 learns how much memory the inputs and parameters need without allocating it, and how a
@@ -16,6 +19,7 @@ function.
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -24,6 +28,44 @@ from compiler.pipeline import UserError
 
 IRSCOPE = "model / example_inputs"
 KERNELBENCH = "KernelBench (Model, get_inputs, get_init_inputs)"
+SCRIPT = "a program that calls torch.compile itself"
+_CONVENTION_NAMES = frozenset({"model", "example_inputs", "Model", "get_inputs", "get_init_inputs"})
+
+
+def is_script(source: str) -> bool:
+    """True when the source follows neither convention: none of their names is bound at its top
+    level (in any branch of an `if`, `try`, `with` or loop there). A `from m import *` may bind
+    them, so it is read as a convention's source. A source that does not parse is not a script:
+    the convention's run reports its syntax error at its line."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    names: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return False
+                names.add((alias.asname or alias.name).split(".")[0])
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                todo.append(child)
+            elif isinstance(child, ast.excepthandler):
+                todo.extend(child.body)
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else \
+            [item.optional_vars for item in node.items if item.optional_vars is not None] \
+            if isinstance(node, (ast.With, ast.AsyncWith)) else []
+        for target in targets:
+            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return not names & _CONVENTION_NAMES
 
 
 @dataclass

@@ -4,7 +4,8 @@ every stage captured from PyTorch's own structured trace (TORCH_TRACE).
 The source defines `model` (an nn.Module or a function) and `example_inputs` (a tuple, or a
 function returning one), or follows KernelBench's convention (`Model`, `get_inputs`,
 `get_init_inputs`): compiler/pytorch/entry_points.py. Grad mode, dtypes and module mode are left as
-the source leaves them.
+the source leaves them. A source that defines neither is a program that calls torch.compile
+itself: it runs as written, and every compile it makes is captured the same way (`_run_program`).
 
 A job either compiles and runs (then measures eager against compiled) or compiles only, on fake
 tensors (compiler/pytorch/compile_only.py): the `run` option, by default chosen from what the
@@ -43,7 +44,15 @@ from compiler.pytorch import trace as torch_trace
 from compiler.pytorch.trace_stages import PROVENANCE_NOTE, TraceStages, compile_timings
 from compiler.pytorch.trace_stream import StageStream, TraceTail
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, virtual_gpu
-from compiler.user_code import CappedText, captured_stdout, is_out_of_memory, run_source, user_error, write_user_file
+from compiler.user_code import (
+    CappedText,
+    captured_stdout,
+    is_out_of_memory,
+    run_as_main,
+    run_source,
+    user_error,
+    write_user_file,
+)
 
 USER_FILE = "model.py"
 
@@ -90,7 +99,8 @@ class PyTorchPipeline(Pipeline):
     key = "pytorch"
     title = "PyTorch (torch.compile)"
     accepts = ("Python defining `model` (an `nn.Module` or a function) and `example_inputs` (a tuple, or a "
-               "function returning one), or KernelBench's `Model`, `get_inputs()` and `get_init_inputs()`")
+               "function returning one), or KernelBench's `Model`, `get_inputs()` and `get_init_inputs()`; or a "
+               "program that calls torch.compile itself, run as written with every compile captured")
     editor_mode = "python"
     example = EXAMPLE
     toolchain_packages = ("torch", "triton")
@@ -192,6 +202,9 @@ class PyTorchPipeline(Pipeline):
         toolchain = _Toolchain.before_torch(ctx, options["target"])
         torch, baseline_rss = toolchain.import_torch(ctx)
         logs, scheduler_estimates = _configure_inductor(options, torch)
+        if entry_points.is_script(request.source):
+            _run_program(options, ctx, path, toolchain, torch, logs, scheduler_estimates)
+            return
         _refuse_export_with_training(options)
         gpu = _gpu_target(options, toolchain, bundle, torch)
         # A world of `devices` ranks: the default process group initialised as torchrun would, and
@@ -222,6 +235,72 @@ class PyTorchPipeline(Pipeline):
 
 
 # The phases of PyTorchPipeline.run, in the order it runs them.
+
+# What a program that calls torch.compile itself is told it got (the `run_mode` timing).
+PROGRAM_SENTENCE = ("your program ran as written, as `python model.py` runs it (its main() guard taken, no "
+                    "command-line arguments): every torch.compile it made is captured; irscope called, built "
+                    "and timed nothing of its own, so the timings are the compiler's")
+# Options that set irscope's own torch.compile call or run: a program makes its own calls.
+_OWN_CALL_OPTIONS = ("backend", "mode", "dynamic", "fullgraph", "training", "export", "run")
+
+
+def _run_program(options: dict[str, Any], ctx: JobContext, path: str, toolchain: _Toolchain, torch: Any,
+                 logs: Any, scheduler_estimates: Any) -> None:
+    """A program that calls torch.compile itself (entry_points.is_script: a tutorial, a training
+    loop, a bug report): run as `python model.py` runs it (user_code.run_as_main), every compile
+    it makes written from PyTorch's trace by the same TraceStages as the conventions' compile:
+    each frame's Dynamo, AOTAutograd and Inductor stages by compile id, kernels, graph breaks,
+    recompiles and their guards. Its error, if it fails, comes after every stage it reached."""
+    _refuse_what_a_program_sets_itself(options, torch)
+    bundle = ctx.bundle
+    bundle.timing("run_mode", {"mode": "program", "sentence": PROGRAM_SENTENCE, "requested": options["run"]})
+    sink = CappedText(ctx.settings.output_bytes)
+    stages = TraceStages(bundle, (path, USER_FILE), output_code_note=PROVENANCE_NOTE)
+    stream = StageStream(stages, TraceTail(_trace_dir(ctx.workdir), torch), bundle.progress)
+    stream.start()
+    bundle.progress("running your program; every torch.compile it calls is captured")
+    started = time.perf_counter()
+    _, error = run_as_main(path, sink, lambda e: user_error(e, path, ctx.settings, _error_kind(e)))
+    seconds = time.perf_counter() - started
+    stream.stop()
+    bundle.add("run.stdout", "Program output", "Run", "text", sink.getvalue())
+    entries = stream.finish(artifact_logs.texts(logs))
+    compiled = torch_trace.compile_ids(entries)
+    _write_estimates(bundle, estimates.graphs(scheduler_estimates), compiled)
+    timings = compile_timings(entries)
+    timings["import_torch_s"] = round(toolchain.import_s, 3)
+    timings["program_s"] = round(seconds, 3)
+    timings.update(toolchain.timings())
+    timings["worker_warm_up"] = spare_warmup.report()
+    bundle.timing("compile", timings)
+    if error is not None:
+        raise error
+    if not compiled:
+        raise UserError(ErrorKind.InputError, "the program ran to its end and compiled nothing: it called no function "
+                                              "that torch.compile wrapped, and it defines neither `model` and "
+                                              "`example_inputs` nor KernelBench's `Model`, `get_inputs` and "
+                                              "`get_init_inputs` for irscope to compile")
+    bundle.compiled()
+
+
+def _refuse_what_a_program_sets_itself(options: dict[str, Any], torch: Any) -> None:
+    """A program makes its own torch.compile calls and its own tensors: the options of irscope's
+    call are refused (not silently ignored), and so are a virtual GPU and a virtual world."""
+    defaults = {o.name: o.default for o in PyTorchPipeline.options}
+    changed = [name for name in _OWN_CALL_OPTIONS if options[name] != defaults[name]]
+    if changed:
+        raise UserError(ErrorKind.OptionError, f"{', '.join(changed)}: your program calls torch.compile itself, so "
+                        "the arguments of its own calls apply; set them there (these options set the call irscope "
+                        "makes for a source that defines `model` and `example_inputs`)")
+    if options["devices"] > 1:
+        raise UserError(ErrorKind.OptionError, f"devices={options['devices']}: a program that calls torch.compile "
+                        "itself runs as one process; define `model` and `example_inputs` (built under "
+                        "init_device_mesh) and irscope compiles rank 0 of a world of that size")
+    if options["target"] != "host" and not torch.cuda.is_available():
+        raise UserError(ErrorKind.OptionError, f"target {options['target']}: your program makes and runs its own "
+                        "tensors, and this worker has no such GPU to run them on; define `model` and "
+                        "`example_inputs` and irscope compiles them for a virtual "
+                        f"{options['target'].split(':', 1)[-1]} on fake tensors")
 
 def _write_source(request: Request, ctx: JobContext) -> str:
     """The `source` stage (each line mapped to itself) and the user's file the job runs; its path."""

@@ -18,6 +18,7 @@ same trace. `user_paths` are the paths the user's file may have in the trace.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from compiler import graph_drawing
@@ -148,13 +149,18 @@ class TraceStages:
         bundle, entries, user_paths = self.bundle, self.entries, self.user_paths
         recompiles = torch_trace.of_kind(entries, "recompile_reasons")
         if recompiles:
-            text = "\n\n".join(f"## recompile {n} (compile {e.compile_id})\n{cut_irscope_frames(e.payload.strip())}"
-                                for n, e in enumerate(recompiles, start=1))
+            frames = recompiled_frames(entries, recompiles)
+            text = _recompile_summary(frames) + "\n\n".join(
+                f"## recompile {n} (compile {e.compile_id})\n{cut_irscope_frames(e.payload.strip())}"
+                for n, e in enumerate(recompiles, start=1))
             self._add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
-                      torch_source_map.mention_map(text, user_paths))
+                      torch_source_map.mention_map(text, user_paths), {"frames": frames})
         breaks = torch_trace.of_kind(entries, "dynamo_graph_break_reason")
         if breaks:
-            parts, pairs, offset = [], [], 0
+            distinct = distinct_graph_breaks(breaks, user_paths)
+            summary = _graph_break_summary(len(breaks), distinct)
+            parts, pairs = [summary], [[i, d["line"]] for i, d in _summary_lines(distinct) if d["line"]]
+            offset = summary.count("\n") + 1
             for n, entry in enumerate(breaks, start=1):
                 reason = cut_irscope_frames(entry.payload.rstrip())
                 block = f"## graph break {n} (compile {entry.compile_id})\n{reason}\n"
@@ -164,7 +170,7 @@ class TraceStages:
                 parts.append(block)
                 offset += block.count("\n") + 1
             self._add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
-                      pairs, {"count": len(breaks)})
+                      pairs, {"count": len(breaks), "distinct": distinct})
         _write_log_stages(bundle, log_texts, torch_trace.compile_ids(entries), user_paths)
 
     # --- one stage at a time ----------------------------------------------------------------
@@ -262,14 +268,7 @@ def guards_explained(entries: list[torch_trace.TraceEntry], cid: str,
             continue
         for earlier, reason in dynamo_guards.parse_recompile_reasons(e.payload):
             failures.append(dynamo_guards.explain_failure(earlier, reason, by_cid.get(earlier, []), guards).to_json())
-    frame = ""
-    for e in entries:
-        if _cid(e) == cid and e.kind == "dynamo_start" and isinstance(e.data, dict) and e.data.get("stack"):
-            strings = torch_trace.string_table(entries)
-            top = e.data["stack"][-1]
-            filename = strings.get(top.get("filename"), str(top.get("filename", "")))
-            frame = f"{top.get('name', '?')} at {filename.rsplit('/', 1)[-1]}:{top.get('line', '?')}"
-            break
+    frame = _frame_of(entries, cid)
     order = ["tensor", "type", "constant", "global", "shape", "other"]
     present = [g for g in order if any(x.group == g for x in guards)]
     return {"compile_id": cid, "frame": frame,
@@ -369,3 +368,98 @@ def compile_timings(entries: list[torch_trace.TraceEntry]) -> dict[str, Any]:
     out["event_counts"] = {name: counts[name] for name in out["events"]}
     out["source"] = "PyTorch's dynamo_timed events in TORCH_TRACE"
     return out
+
+
+# PyTorch's graph-break text: "Graph Break Reason: ...", the break's title on the line before its
+# "  Explanation:", its "  Hint:" lines, and the link to its page on the graph-break site (GB id).
+_GB_ID = re.compile(r"/gb/(gb\d+)\.html")
+
+
+def distinct_graph_breaks(breaks: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The distinct graph breaks, in the order first met: each one's user line, how many times it
+    happened, PyTorch's title, explanation and hints for it, and its graph-break id (GB id). Two
+    breaks are the same when they have the same line, id and title (a loop breaks many times)."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for entry in breaks:
+        text = entry.payload
+        lines = text.splitlines()
+        at = next((i for i, line in enumerate(lines) if line.strip().startswith("Explanation:")), None)
+        title = lines[at - 1].strip() if at else next(
+            (line.split(":", 1)[1].strip() for line in lines if line.startswith("Graph Break Reason:")), "")
+        explanation = lines[at].strip()[len("Explanation:"):].strip() if at is not None else ""
+        hints = [line.strip()[len("Hint:"):].strip() for line in lines if line.strip().startswith("Hint:")]
+        gb = _GB_ID.search(text)
+        line = torch_source_map.graph_break_line(text, user_paths)
+        key = (line, gb.group(1) if gb else "", title)
+        if key in out:
+            out[key]["count"] += 1
+            out[key]["compile_ids"].append(entry.compile_id)
+        else:
+            out[key] = {"line": line, "count": 1, "gb": gb.group(1).upper() if gb else None, "title": title,
+                        "explanation": explanation, "hints": hints, "compile_ids": [entry.compile_id]}
+    return list(out.values())
+
+
+def _summary_lines(distinct: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(line of the summary, break) for each distinct break's first line: the line that maps to
+    the user's source line (the summary's heading is line 1)."""
+    out, at = [], 2
+    for d in distinct:
+        out.append((at, d))
+        at += 1 + (1 if d["explanation"] else 0) + len(d["hints"][:2])
+    return out
+
+
+def _graph_break_summary(total: int, distinct: list[dict[str, Any]]) -> str:
+    """The stage's first block: every distinct graph break on a line of its own (line, count, GB
+    id, title), its explanation and its first two hints under it; each break in full follows."""
+    head = [f"# {total} graph break{'s' if total != 1 else ''}, {len(distinct)} distinct"]
+    for d in distinct:
+        where = f"line {d['line']}" if d["line"] else "no line of yours"
+        head.append(f"- {where} ×{d['count']}" + (f" {d['gb']}" if d["gb"] else "") + f": {d['title']}")
+        if d["explanation"]:
+            head.append(f"    {d['explanation']}")
+        head.extend(f"    hint: {h}" for h in d["hints"][:2])
+    return "\n".join(head) + "\n"
+
+
+def _frame_of(entries: list[torch_trace.TraceEntry], cid: str) -> str:
+    """The function a compile id compiled, as "name at file.py:line" (its dynamo_start's stack top)."""
+    for e in entries:
+        if _cid(e) == cid and e.kind == "dynamo_start" and isinstance(e.data, dict) and e.data.get("stack"):
+            strings = torch_trace.string_table(entries)
+            top = e.data["stack"][-1]
+            filename = strings.get(top.get("filename"), str(top.get("filename", "")))
+            return f"{top.get('name', '?')} at {filename.rsplit('/', 1)[-1]}:{top.get('line', '?')}"
+    return ""
+
+
+def recompiled_frames(entries: list[torch_trace.TraceEntry],
+                      recompiles: list[torch_trace.TraceEntry]) -> list[dict[str, Any]]:
+    """For each frame that compiled more than once: the function, how many times it compiled, and
+    each recompile's compile id with the first line of the reason Dynamo gave (the failed guard)."""
+    compiles: dict[str, set[str]] = {}
+    for cid in torch_trace.compile_ids(entries):
+        frame, _, rest = cid.partition("/")
+        compiles.setdefault(frame, set()).add(rest.split("_")[0])
+    frames: dict[str, dict[str, Any]] = {}
+    for e in recompiles:
+        cid = e.compile_id or ""
+        frame = cid.partition("/")[0]
+        record = frames.setdefault(frame, {"frame": frame, "function": _frame_of(entries, f"{frame}/0") or
+                                           _frame_of(entries, cid), "compiles": len(compiles.get(frame, ())),
+                                           "recompiles": []})
+        reason = next((line.strip() for line in e.payload.splitlines() if line.strip()), "")
+        record["recompiles"].append({"compile_id": cid, "reason": reason})
+    return list(frames.values())
+
+
+def _recompile_summary(frames: list[dict[str, Any]]) -> str:
+    """The stage's first block: each recompiled frame, how many times it compiled, and each
+    recompile's failed guard, one line each; every reason in full follows."""
+    head = []
+    for f in frames:
+        head.append(f"# frame {f['frame']}" + (f" ({f['function']})" if f["function"] else "")
+                    + f" compiled {f['compiles']} times")
+        head.extend(f"- [{r['compile_id']}] {r['reason']}" for r in f["recompiles"])
+    return "\n".join(head) + "\n\n"
