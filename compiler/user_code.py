@@ -3,6 +3,7 @@ Dynamo's frame info point at the user's lines), with stdout captured under a cap
 failure turned into a UserError that names the user's line."""
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import io
@@ -231,6 +232,42 @@ def run_user_file(path: str, limits: JobSettings) -> tuple[dict[str, Any], str]:
         error.output = sink.getvalue()
         raise error from e
     return namespace, sink.getvalue()
+
+
+def top_level_names(source: str) -> set[str] | None:
+    """The names the source binds at its top level (in any branch of an `if`, `try`, `with` or
+    loop there: assignments, functions, classes, imports, loop and `with` targets); None when it
+    does not parse, or when a `from m import *` may bind any name. How a language tells a program
+    that follows its convention (`model`, `fn`) from one that runs as written."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add((alias.asname or alias.name).split(".")[0])
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                todo.append(child)
+            elif isinstance(child, ast.excepthandler):
+                todo.extend(child.body)
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else \
+            [item.optional_vars for item in node.items if item.optional_vars is not None] \
+            if isinstance(node, (ast.With, ast.AsyncWith)) else []
+        for target in targets:
+            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
 
 
 def run_as_main(path: str, sink: CappedText, explain: Callable[[BaseException], UserError],

@@ -402,6 +402,9 @@ def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
     # of other tools print it, not by where this host installed it
     for packages in {*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         names[packages.rstrip("/") + "/"] = ""
+        # and as a log line names it, relative to the worker's directory (the project's; PyTorch's
+        # logging does): ".venv/lib/python3.11/site-packages/torch/..."
+        names[os.path.relpath(packages, PROJECT_ROOT).rstrip("/") + "/"] = ""
     if job_dir:
         names[job_dir] = "<job>"
     for path in list(names):

@@ -37,6 +37,11 @@ DICT_KEYS = {"xla_options": "xla_cpu_max_isa", "inductor_config": "triton.descri
 TOOLCHAIN = {"irscope": "test", "torch": "2.13.0", "triton": "3.9.0", "jax": "0.10.2", "jaxlib": "0.10.2"}
 
 
+# The conventions' names (PyTorch's and JAX's), so a source is compiled by irscope's own call and
+# has a reproducer; a program without them runs as written and is its own reproducer (None).
+CONVENTION = "\nmodel = fn = len\nexample_inputs = example_args = ()\n"
+
+
 def _reproducing() -> list[str]:
     return [k for k in registry.keys()
             if registry.get(k).reproducer(Request(k, registry.get(k).example, {}), TOOLCHAIN, "abc") is not None]
@@ -83,12 +88,18 @@ def test_hostile_texts_round_trip_and_the_readable_form_is_kept_where_it_reads_b
 @pytest.mark.parametrize("language", _reproducing())
 def test_a_hostile_source_is_data_in_every_reproducer(language):
     pipeline = registry.get(language)
-    benign = _shape(_script(language, "benign", {}))
+    benign = _shape(_script(language, "benign" + CONVENTION, {}))
     for text in HOSTILE:
-        script = _script(language, text, {})
+        script = _script(language, text + CONVENTION, {})
         assert _shape(script) == benign, (language, text)
-        assert ast.literal_eval(_assigned(script, "SOURCE")) == text, (language, text)
+        assert ast.literal_eval(_assigned(script, "SOURCE")) == text + CONVENTION, (language, text)
     assert pipeline.reproducer is not None
+
+
+def test_a_program_that_calls_the_compiler_itself_has_no_reproducer_of_irscopes():
+    assert _script("pytorch", "import torch\nf = torch.compile(len)\n", {}) is None
+    assert _script("jax", "import jax\nf = jax.jit(len)\n", {}) is None
+    assert _script("pytorch", "import torch" + CONVENTION, {}) is not None
 
 
 def _sites(option) -> list:
@@ -108,12 +119,12 @@ def test_every_options_hostile_value_is_refused_or_inert_in_the_reproducer(langu
     for option in pipeline.options:
         for site in _sites(option):
             try:
-                benign = _shape(_script(language, "x = 1\n", {option.name: site("benign")}))
+                benign = _shape(_script(language, "x = 1" + CONVENTION, {option.name: site("benign")}))
             except OptionError:
                 benign = None  # the benign twin is refused too (a choice, an unknown key)
             for text in HOSTILE:
                 try:
-                    script = _script(language, "x = 1\n", {option.name: site(text)})
+                    script = _script(language, "x = 1" + CONVENTION, {option.name: site(text)})
                 except OptionError:
                     refused += 1
                     continue

@@ -737,12 +737,14 @@ def test_no_error_message_shows_host_paths(hostile):
 
     import jinja2
     client = hostile.test_client()
-    job = compile_and_wait(client, "fake", "import sys, jinja2, compiler\n"
+    job = compile_and_wait(client, "fake", "import os, sys, jinja2, compiler\n"
                                            "raise RuntimeError('in ' + jinja2.__file__ + ' and ' + compiler.__file__ "
-                                           "+ ' under ' + sys.prefix)\n")
+                                           "+ ' under ' + sys.prefix + ', as a log names it ' + os.path.relpath("
+                                           "jinja2.__file__, os.path.dirname(os.path.dirname(compiler.__file__))))\n")
     message = job["error"]["message"]
     assert job["error"]["kind"] == "UserCodeError" and job["error"]["line"] == 2, job["error"]
     assert "in jinja2/__init__.py and <irscope>/compiler/__init__.py under <venv>" in message, message
+    assert message.rstrip().endswith("as a log names it jinja2/__init__.py"), message
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for host in (root, sys.prefix, *site.getsitepackages(), os.path.dirname(jinja2.__file__)):
         assert host not in message

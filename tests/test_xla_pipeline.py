@@ -288,3 +288,72 @@ def test_xla_verifier_error_names_the_instruction_line(tmp_path):
     assert info.value.error.kind == "CompileError"
     assert "tile_assignment should have 8 devices but has 4" in info.value.error.message
     assert info.value.error.line == 5  # the line defining w
+
+
+# A JAX program as JAX's docs write them: a jitted layer, a loss, jax.jit(jax.grad(loss)), a few
+# steps of gradient descent from a main() guard; no `fn`, no `example_args`.
+JAX_PROGRAM = '''import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def layer(params, x):
+    w, b = params
+    return jnp.tanh(x @ w + b)
+
+
+def loss(params, x, y):
+    pred = layer(params, x)
+    return jnp.mean((pred - y) ** 2)
+
+
+def main():
+    key = jax.random.PRNGKey(0)
+    kw, kx, ky = jax.random.split(key, 3)
+    params = (jax.random.normal(kw, (16, 8)), jnp.zeros(8))
+    x, y = jax.random.normal(kx, (32, 16)), jax.random.normal(ky, (32, 8))
+    print("before", layer(params, x).shape)
+    grad_fn = jax.jit(jax.grad(loss))
+    for step in range(3):
+        grads = grad_fn(params, x, y)
+        params = tuple(p - 0.1 * g for p, g in zip(params, grads))
+    print("loss after", float(loss(params, x, y)))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_jax_program_that_calls_jit_itself_runs_as_written(tmp_path):
+    """Before: "the program must define a function named `fn`". Now the program runs as written;
+    every module its jax.jit calls compiled is listed, and the largest (the gradient step) is the
+    one the stages show, its lines linked to the program's."""
+    result = compile_source("jax", JAX_PROGRAM, str(tmp_path), devices=1)
+    assert "before (32, 8)" in result.text("run.stdout") and "loss after" in result.text("run.stdout")
+    modules = result.stages["xla.jitted"].meta["modules"]
+    names = [m["module"] for m in modules]
+    assert "jit_layer" in names and any(n.startswith("jit_loss") for n in names), names
+    # JAX compiled the eager operations too (the random initialisation): listed, not shown
+    own = [m for m in modules if m["own"]]
+    assert {m["module"] for m in own} >= {"jit_layer"} and len(own) < len(modules), modules
+    shown = [m for m in modules if m["shown"]]
+    assert len(shown) == 1 and shown[0]["lines"] == max(m["lines"] for m in own), modules
+    assert shown[0]["module"].startswith("jit_loss"), modules  # the gradient step is the largest of its own
+    for key in REQUIRED:
+        assert key in result.stages, key
+    # the gradient's module holds tanh's derivative, and its lines name the program's lines
+    stablehlo = result.text("xla.stablehlo")
+    assert "stablehlo.tanh" in stablehlo and "jit_loss" in stablehlo
+    tanh_line = JAX_PROGRAM.splitlines().index("    return jnp.tanh(x @ w + b)") + 1
+    assert tanh_line in {line for _, line in result.stages["xla.stablehlo"].source_map}
+    assert registry.get("jax").reproducer(Request("jax", JAX_PROGRAM, {}), {}) is None
+
+
+def test_a_jax_program_that_compiles_nothing_says_so(tmp_path):
+    with pytest.raises(UserError) as info:
+        compile_source("jax", "import jax.numpy as jnp\n\nif __name__ == '__main__':\n    print(jnp.ones(2))\n",
+                       str(tmp_path), devices=1)
+    assert info.value.error.kind == "InputError"
+    assert info.value.error.message.startswith("the program ran to its end and compiled no function of its own")
+    assert "operations it ran eagerly" in info.value.error.message

@@ -19,12 +19,12 @@ function.
 """
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from compiler.errors import ErrorKind
 from compiler.pipeline import UserError
+from compiler.user_code import top_level_names
 
 IRSCOPE = "model / example_inputs"
 KERNELBENCH = "KernelBench (Model, get_inputs, get_init_inputs)"
@@ -34,38 +34,10 @@ _CONVENTION_NAMES = frozenset({"model", "example_inputs", "Model", "get_inputs",
 
 def is_script(source: str) -> bool:
     """True when the source follows neither convention: none of their names is bound at its top
-    level (in any branch of an `if`, `try`, `with` or loop there). A `from m import *` may bind
-    them, so it is read as a convention's source. A source that does not parse is not a script:
-    the convention's run reports its syntax error at its line."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return False
-    names: set[str] = set()
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                if alias.name == "*":
-                    return False
-                names.add((alias.asname or alias.name).split(".")[0])
-            continue
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                todo.append(child)
-            elif isinstance(child, ast.excepthandler):
-                todo.extend(child.body)
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else \
-            [item.optional_vars for item in node.items if item.optional_vars is not None] \
-            if isinstance(node, (ast.With, ast.AsyncWith)) else []
-        for target in targets:
-            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-    return not names & _CONVENTION_NAMES
+    level (user_code.top_level_names). A source that does not parse, or that star-imports (it may
+    bind them), is not a script: the convention's run reports what is wrong with it."""
+    names = top_level_names(source)
+    return names is not None and not names & _CONVENTION_NAMES
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 
 from compiler import reproducers
 from compiler.model import Request
+from compiler.pytorch.entry_points import is_script
 
 # The same names the job gives the file and the stages (compiler/pytorch/pipeline.py).
 USER_FILE = "model.py"
@@ -117,8 +118,12 @@ if torch.cuda.get_device_capability() != ({major}, {minor}):
 '''
 
 
-def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str:
-    """The reproducer of a `pytorch` job of `request`, compiled with `toolchain`'s versions."""
+def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str | None:
+    """The reproducer of a `pytorch` job of `request`, compiled with `toolchain`'s versions; None for
+    a program that calls torch.compile itself (it is its own reproducer: `TORCH_TRACE=trace python
+    model.py`)."""
+    if is_script(request.source):
+        return None
     options = request.options  # normalised (Pipeline.reproducer)
     target = options["target"]
     export = options["export"]

@@ -12,6 +12,7 @@ XLA_FLAGS (with --xla_force_host_platform_device_count) must be set before this 
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -99,6 +100,10 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     from compiler.pipeline import UserError
     settings = JobSettings.from_json(job.get("settings") or {})
     path = job["user_file"]
+    with open(path, encoding="utf-8") as f:
+        names = user_code.top_level_names(f.read())
+    if names is not None and not names & {"fn", "example_args"}:
+        return _lower_program(job, path, settings)
     phase("running your program")
     try:
         namespace, printed = user_code.run_user_file(path, settings)
@@ -127,6 +132,61 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     return {"mlir": text, "stablehlo": text, "replicas": replicas, "partitions": partitions,
             "shardy": bool(jax.config.jax_use_shardy_partitioner), "lower_ms": (time.perf_counter() - t0) * 1e3,
             "printed": printed}
+
+
+# JAX's dump of each module it hands XLA to compile (jax/_src/compiler.py: the "compile" stage).
+_COMPILE_DUMP = re.compile(r"^jax_ir(\d+)_(.+)_compile\.mlir$")
+
+
+def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, Any]:
+    """A program that calls jax.jit itself (it defines neither `fn` nor `example_args`): run as
+    `python file.py` runs it, with JAX dumping every module it hands XLA to compile
+    (jax_dump_ir_to). irscope compiles the largest of them for the stages; every one is listed."""
+    import jax
+
+    from compiler import user_code
+    dump = os.path.join(job["workdir"], "jax-modules")
+    os.makedirs(dump, exist_ok=True)
+    jax.config.update("jax_dump_ir_modes", "stablehlo")
+    jax.config.update("jax_dump_ir_to", dump)
+    phase("running your program; every jax.jit compile it makes is dumped")
+    sink = user_code.CappedText(settings.output_bytes)
+    t0 = time.perf_counter()
+    _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
+    run_ms = (time.perf_counter() - t0) * 1e3
+    jax.config.update("jax_dump_ir_to", "")
+    if error is not None:
+        raise ChildError(error.error.kind, error.error.message, error.error.line)
+    dumped = sorted((int(m.group(1)), m.group(2), name) for name in os.listdir(dump)
+                    if (m := _COMPILE_DUMP.match(name)))
+    # JAX compiles every operation run eagerly too (jit_convert_element_type, jit__normal): the
+    # program's own are the modules named after a function its source defines (jit_<name>)
+    with open(path, encoding="utf-8") as f:
+        defined = {n.name for n in ast.walk(ast.parse(f.read()))
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {"<lambda>", "_lambda_"}
+    own = [d for d in dumped if d[1].removeprefix("jit_") in defined]
+    if not own:
+        eager = ", ".join(sorted({d[1] for d in dumped})[:8])
+        raise ChildError(ErrorKind.InputError, "the program ran to its end and compiled no function of its own with "
+                                               "jax.jit" + (f" (JAX compiled only the operations it ran eagerly: "
+                                                            f"{eager})" if eager else "")
+                         + ", and it defines no `fn` and `example_args` for irscope to lower")
+    texts = {name: _read_text(os.path.join(dump, name)) for _, _, name in dumped}
+    # the largest of the program's own modules (most lines) is the one compiled for the stages;
+    # of equal ones, the last
+    shown = max(own, key=lambda d: (texts[d[2]].count("\n"), d[0]))[2]
+    modules = [{"order": n, "module": module, "lines": texts[name].count("\n"), "shown": name == shown,
+                "own": (n, module, name) in own} for n, module, name in dumped]
+    text = texts[shown]
+    replicas, partitions = _partition_counts(text, 1)
+    return {"mlir": text, "stablehlo": text, "replicas": replicas, "partitions": partitions,
+            "shardy": bool(jax.config.jax_use_shardy_partitioner), "lower_ms": None, "program_ms": run_ms,
+            "printed": sink.getvalue(), "modules": modules}
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def _gpu_devices(job: dict[str, Any], count: int) -> tuple[Any, list, str | None]:
@@ -421,6 +481,7 @@ def main(argv: list[str]) -> int:
             "shardings": shardings, "devices": len(devices), "replicas": lowered["replicas"],
             "partitions": lowered["partitions"], "shardy": lowered["shardy"], "compile_ms": compile_ms,
             "lower_ms": lowered.get("lower_ms"), "printed": lowered.get("printed", ""),
+            "modules": lowered.get("modules"), "program_ms": lowered.get("program_ms"),
             "trace": lowered.get("trace", []),
             "dot": hlo.hlo_module_to_dot_graph(module),
         }

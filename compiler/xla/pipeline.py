@@ -279,9 +279,14 @@ class XlaPipeline(Pipeline):
 
         # StableHLO
         stablehlo = result["stablehlo"]
+        modules = result.get("modules")
+        shown = next((m["module"] for m in modules or () if m["shown"]), None)
         bundle.add("xla.stablehlo", "StableHLO", "Input", "mlir", stablehlo,
                    source_map=self.stablehlo_map(stablehlo, user_file, names, lines),
-                   meta={"note": self.stablehlo_note})
+                   meta={"note": self.stablehlo_note if not modules else
+                         f"the module JAX handed XLA to compile for {shown}, as JAX dumped it (jax_dump_ir_to)"})
+        if modules:
+            _program_stages(bundle, modules, result.get("printed", ""))
 
         bundle.progress("reading XLA's dump")
         dump_dir = os.path.join(work, "dump")
@@ -338,6 +343,8 @@ class XlaPipeline(Pipeline):
                                                           "included")}
         phases = traces.trace_phases(result.get("trace") or [], index.prefix.split(".", 1)[1])
         # `<phase>_s` keys are what the Timings tab draws as bars.
+        if result.get("program_ms") is not None:  # a program's own run, its jit compiles included
+            compile_timing["program_s"] = round(result["program_ms"] / 1e3, 3)
         if result.get("lower_ms") is not None:
             compile_timing["lower_ms"] = result["lower_ms"]
             compile_timing["jax_lowering_s"] = result["lower_ms"] / 1e3
@@ -636,12 +643,27 @@ class StableHloPipeline(XlaPipeline):
         return ErrorKind.SyntaxError if "Failed to parse" in message else ErrorKind.CompileError
 
 
+def _program_stages(bundle: Bundle, modules: list[dict[str, Any]], printed: str) -> None:
+    """A JAX program that called jax.jit itself: what it printed, and every module it compiled (in
+    the order JAX compiled them), the one these stages show marked."""
+    bundle.add("run.stdout", "Program output", "Run", "text", printed)
+    own = [m for m in modules if m["own"]]
+    rows = [f"{'→' if m['shown'] else ' '} {m['order']:>4}  {m['module']}  ({m['lines']} lines of StableHLO)"
+            + ("" if m["own"] else "  an operation run eagerly") for m in modules]
+    text = (f"{len(modules)} module{'s' if len(modules) != 1 else ''} JAX compiled while the program ran, in order: "
+            f"{len(own)} of the program's own jitted functions, the rest operations it ran eagerly. The stages "
+            "show the largest of its own (→):\n\n" + "\n".join(rows) + "\n")
+    bundle.add("xla.jitted", f"Jitted functions ({len(own)})", "Input", "text", text, meta={"modules": modules})
+
+
 class JaxPipeline(XlaPipeline):
-    """Python defining `fn` and `example_args`, run as a real file and lowered by jax.jit."""
+    """Python defining `fn` and `example_args`, run as a real file and lowered by jax.jit; or a
+    program that calls jax.jit itself, run as written, the largest module it compiled shown."""
 
     key = "jax"
     title = "JAX (XLA)"
-    accepts = "Python defining `fn` and `example_args`, lowered by `jax.jit`"
+    accepts = ("Python defining `fn` and `example_args`, lowered by `jax.jit`; or a program that calls "
+               "jax.jit itself, run as written, the largest module it compiled shown")
     editor_mode = "python"
     source_markers = ("import jax", "from jax")
     example = JAX_EXAMPLE

@@ -12,6 +12,7 @@ from typing import Any
 
 from compiler import reproducers
 from compiler.model import Request
+from compiler.user_code import top_level_names
 
 _INPUT_NAMES = {"hlo": "module.hlo", "stablehlo": "module.mlir", "jax": "user_program.py"}
 
@@ -75,10 +76,14 @@ def _flag(value: Any) -> str:
     return str(value)
 
 
-def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str:
-    """The reproducer of an XLA job (`hlo`, `stablehlo`, `jax`) of `request`."""
+def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: str = "") -> str | None:
+    """The reproducer of an XLA job (`hlo`, `stablehlo`, `jax`) of `request`; None for a JAX program
+    that calls jax.jit itself (it is its own reproducer: `JAX_DUMP_IR_TO=dump python file.py`)."""
     options = request.options  # normalised (Pipeline.reproducer)
     language, target = request.language, options["target"]
+    names = top_level_names(request.source) if language == "jax" else None
+    if names is not None and not names & {"fn", "example_args"}:
+        return None
     devices = options["devices"]
     # The job's xla_options are data: compile options overrides, as the job sets them (compiler/xla/
     # child.py), never spliced into XLA_FLAGS, which holds irscope's own flags only.
