@@ -623,6 +623,7 @@ def test_print_and_data_dependent_branch_each_break_the_graph_at_their_line(comp
     distinct = breaks["meta"]["distinct"]
     assert [(d["line"], d["count"]) for d in distinct] == [(6, 1), (7, 1)], distinct
     assert all(re.fullmatch(r"GB\d{4}", d["gb"] or "") and d["title"] and d["explanation"] for d in distinct)
+    assert not any(d["title"].startswith("Graph Break Reason") for d in distinct), distinct
     head = breaks["text"].split("## graph break 1", 1)[0].splitlines()
     assert head[0] == "# 2 graph breaks, 2 distinct"
     summary = {n: text for n, text in enumerate(head, start=1) if text.startswith("- line ")}

@@ -386,6 +386,7 @@ def distinct_graph_breaks(breaks: list[torch_trace.TraceEntry], user_paths: tupl
         at = next((i for i, line in enumerate(lines) if line.strip().startswith("Explanation:")), None)
         title = lines[at - 1].strip() if at else next(
             (line.split(":", 1)[1].strip() for line in lines if line.startswith("Graph Break Reason:")), "")
+        title = title.removeprefix("Graph Break Reason:").strip()  # a break whose reason is its title
         explanation = lines[at].strip()[len("Explanation:"):].strip() if at is not None else ""
         hints = [line.strip()[len("Hint:"):].strip() for line in lines if line.strip().startswith("Hint:")]
         gb = _GB_ID.search(text)
