@@ -270,6 +270,14 @@ def top_level_names(source: str) -> set[str] | None:
     return names
 
 
+def runs_as_written(source: str, convention: set[str] | frozenset[str]) -> bool:
+    """True when the source binds none of a language's `convention` names at its top level: a
+    program that calls the compiler itself and runs as written. A source that does not parse, or
+    that star-imports (it may bind them), is read as the convention's: its run says what is wrong."""
+    names = top_level_names(source)
+    return names is not None and not names & convention
+
+
 def run_as_main(path: str, sink: CappedText, explain: Callable[[BaseException], UserError],
                 then: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], UserError | None]:
     """Run the user's program as `python file.py` runs it (`__main__`: its main() guard taken), its

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from compiler.formats import kernel_of
 from service.store import Job, Store
 
 # Dynamo's compile id in a stage key: frame/compile, with _attempt when Dynamo restarted the analysis.
@@ -15,7 +16,6 @@ _COMPILE_ID = re.compile(r":(\d+)/(\d+)(?:_(\d+))?$")
 # The stages that hold one compiled GPU kernel each (compiler/kernels/stages.py): `triton.source:<q>`
 # and its siblings; the qualifier is the kernel's name, `.N` when it was compiled N+1 times (configs).
 _KERNEL_STAGE = re.compile(r"^triton\.(?:source|ttir|ttgir|llir|ptx|amdgcn|sass|metadata):(.+)$")
-_CONFIG_SUFFIX = re.compile(r"\.(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class Item:
         return asdict(self)
 
 
-def _plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word if n == 1 else word + 's'}"
 
 
 def _lines(pairs: list) -> list[int]:
@@ -90,7 +90,7 @@ def _kernels(store: Store, job: Job, keys: list[str]) -> list[Item]:
         m = _KERNEL_STAGE.match(key)
         if m:
             qualifier = m.group(1)
-            name = _CONFIG_SUFFIX.sub("", qualifier)
+            name = kernel_of(qualifier)
             configs.setdefault(name, set()).add(qualifier)
             first.setdefault(name, key)
     items = []

@@ -6,6 +6,7 @@ with per-target queues slots in behind the same `submit`/`shutdown`.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -396,25 +397,39 @@ def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:
 def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
     """The job's output without the host's own paths (where irscope, its data, the Python install
     and the virtualenv live): the job sees them, but a reader of its stages and log need not."""
-    names = {config.data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
+    names = dict(_host_paths(config.data_dir))
+    if job_dir:
+        names.update(_with_real_paths({job_dir: "<job>"}))
+    for path in sorted(names, key=len, reverse=True):
+        if len(path.rstrip("/")) > 4:  # never "/" or "/usr"
+            text = text.replace(path, names[path])
+    return text
+
+
+@functools.lru_cache(maxsize=16)
+def _host_paths(data_dir: str) -> dict[str, str]:
+    """The host's paths scrub_paths replaces and the names it shows instead: worked out once per
+    data directory, not again for every stage a job stores."""
+    names = {data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
              sys.base_prefix: "<python>", sys.exec_prefix: "<venv>"}
     # an installed package's file by its import path ("torch/nn/modules/linear.py"), as tracebacks
     # of other tools print it, not by where this host installed it
     for packages in {*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         names[packages.rstrip("/") + "/"] = ""
-        # and as a log line names it, relative to the worker's directory (the project's; PyTorch's
-        # logging does): ".venv/lib/python3.11/site-packages/torch/..."
-        names[os.path.relpath(packages, PROJECT_ROOT).rstrip("/") + "/"] = ""
-    if job_dir:
-        names[job_dir] = "<job>"
-    for path in list(names):
-        real = os.path.realpath(path) + ("/" if path.endswith("/") else "")
-        if real != path:
-            names.setdefault(real, names[path])
-    for path in sorted(names, key=len, reverse=True):
-        if len(path.rstrip("/")) > 4:  # never "/" or "/usr"
-            text = text.replace(path, names[path])
-    return text
+    names = _with_real_paths(names)
+    # and as a log line names it, relative to the worker's directory (the project's; PyTorch's
+    # logging does): ".venv/lib/python3.11/site-packages/torch/..."
+    for packages in [path for path, name in names.items() if name == "" and path.startswith("/")]:
+        names.setdefault(os.path.relpath(packages, PROJECT_ROOT).rstrip("/") + "/", "")
+    return names
+
+
+def _with_real_paths(names: dict[str, str]) -> dict[str, str]:
+    """`names` with each path's real path (links resolved) beside it, shown by the same name."""
+    out = dict(names)
+    for path, name in names.items():
+        out.setdefault(os.path.realpath(path) + ("/" if path.endswith("/") else ""), name)
+    return out
 
 
 def _final_error(manifest: Manifest, outcome: sandbox.Outcome) -> JobError | None:

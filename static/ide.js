@@ -368,6 +368,7 @@
     if (e.detail.elt === form) {
       compiledSource = editor.getValue();
       setStale(false, false);  // the new job's results draw their own marks
+      closeOptions(false);
       document.getElementById("share-url").value = "";
       document.querySelectorAll(".job-poll").forEach(function (p) { htmx.trigger(p, "htmx:abort"); });
     }
@@ -448,7 +449,7 @@
     });
   }
 
-  // --- the options menu: closes on Escape, on a click outside it and on Compile; the options that
+  // --- the options menu: closes on Escape, on a click outside it and on Compile (above); the options that
   // differ from their defaults show as chips beside the language ---------------------------------
   var optionsMenu = document.querySelector(".options-menu");
   var chips = document.getElementById("option-chips");
@@ -463,7 +464,6 @@
   document.addEventListener("click", function (e) {
     if (optionsMenu && optionsMenu.open && !optionsMenu.contains(e.target)) { closeOptions(false); }
   });
-  document.body.addEventListener("htmx:beforeRequest", function (e) { if (e.detail.elt === form) { closeOptions(false); } });
   function optionValue(el) { return el.type === "checkbox" ? (el.checked ? "true" : "false") : el.value; }
   function drawChips() {
     if (!chips) { return; }

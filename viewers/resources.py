@@ -8,7 +8,6 @@ that spills is flagged; a kernel's name opens its metadata stage.
 """
 from __future__ import annotations
 
-import re
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -69,7 +68,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
     models = sorted({k.occupancy.model for k in data.kernels if k.occupancy is not None})
     sources = sorted({k.source for k in data.kernels if k.source})
     # kernels told apart from their configs: `name.N` is the kernel `name`'s config N (from 0)
-    names = {re.sub(r"\.\d+$", "", k.kernel) for k in data.kernels}
+    names = {formats.kernel_of(k.kernel) for k in data.kernels}
     configs = "" if len(names) == len(data.kernels) else (
         f" in {len(data.kernels)} compiled configs (<code>.N</code> after a name is that kernel's config N, "
         "counted from 0, one per autotuning candidate or specialisation)")

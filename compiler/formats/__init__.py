@@ -66,6 +66,7 @@ from compiler.formats.schemas import (  # noqa: F401 - the package's names
     ShardedArray,
     ShardedInstruction,
     Tile,
+    kernel_of,
 )
 from compiler.formats.svg import (  # noqa: F401 - the package's names
     sanitize_svg,

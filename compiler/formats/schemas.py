@@ -291,6 +291,13 @@ class Occupancy(Record, omit_defaults=True):
     max_waves_per_simd: int | None = None
 
 
+def kernel_of(qualifier: str) -> str:
+    """The kernel a stage qualifier names (compiler/kernels/capture.qualifiers): its `.<n>`, the
+    kernel's config n, taken off."""
+    name, dot, n = qualifier.rpartition(".")
+    return name if dot and n.isdigit() else qualifier
+
+
 class KernelResource(Record):
     kernel: str  # the kernel's qualifier, as its stages name it
     stage: str  # the kernel's metadata stage

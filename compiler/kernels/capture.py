@@ -229,7 +229,7 @@ def _plain(value: Any) -> Any:
 
 def qualifiers(records: list[CompiledRecord], always_number: bool = False) -> list[str]:
     """Stage qualifiers: the kernel name, with `.<n>` when the kernel was compiled more than once
-    (or always, for autotune configs)."""
+    (or always, for autotune configs); formats.kernel_of reads the name back."""
     totals: dict[str, int] = {}
     for r in records:
         totals[r.name] = totals.get(r.name, 0) + 1

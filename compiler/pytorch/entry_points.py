@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from compiler.errors import ErrorKind
 from compiler.pipeline import UserError
-from compiler.user_code import top_level_names
+from compiler.user_code import runs_as_written
 
 IRSCOPE = "model / example_inputs"
 KERNELBENCH = "KernelBench (Model, get_inputs, get_init_inputs)"
@@ -33,11 +33,8 @@ _CONVENTION_NAMES = frozenset({"model", "example_inputs", "Model", "get_inputs",
 
 
 def is_script(source: str) -> bool:
-    """True when the source follows neither convention: none of their names is bound at its top
-    level (user_code.top_level_names). A source that does not parse, or that star-imports (it may
-    bind them), is not a script: the convention's run reports what is wrong with it."""
-    names = top_level_names(source)
-    return names is not None and not names & _CONVENTION_NAMES
+    """True when the source follows neither convention (user_code.runs_as_written)."""
+    return runs_as_written(source, _CONVENTION_NAMES)
 
 
 @dataclass

@@ -217,7 +217,7 @@ class PyTorchPipeline(Pipeline):
         capture = _Capture.start(options, ctx, path, world, gpu, built.run_mode, torch, logs, scheduler_estimates)
         call = _first_call(capture, built, compiled, options, ctx, path, torch)
         entries = capture.finish(built, options, torch)
-        _record_compile_timings(bundle, entries, toolchain, built.run_source_s, call)
+        _record_compile_timings(bundle, entries, toolchain, _first_call_phases(built.run_source_s, call))
         if call.error is not None:
             raise call.error
         if ctx.export_toolchain_cache:  # the trusted warm-up job only
@@ -255,27 +255,16 @@ def _run_program(options: dict[str, Any], ctx: JobContext, path: str, toolchain:
     bundle = ctx.bundle
     bundle.timing("run_mode", {"mode": "program", "sentence": PROGRAM_SENTENCE, "requested": options["run"]})
     sink = CappedText(ctx.settings.output_bytes)
-    stages = TraceStages(bundle, (path, USER_FILE), output_code_note=PROVENANCE_NOTE)
-    stream = StageStream(stages, TraceTail(_trace_dir(ctx.workdir), torch), bundle.progress)
-    stream.start()
+    stream = _follow_trace(ctx, path, PROVENANCE_NOTE, torch)
     bundle.progress("running your program; every torch.compile it calls is captured")
     started = time.perf_counter()
     _, error = run_as_main(path, sink, lambda e: user_error(e, path, ctx.settings, _error_kind(e)))
     seconds = time.perf_counter() - started
-    stream.stop()
-    bundle.add("run.stdout", "Program output", "Run", "text", sink.getvalue())
-    entries = stream.finish(artifact_logs.texts(logs))
-    compiled = torch_trace.compile_ids(entries)
-    _write_estimates(bundle, estimates.graphs(scheduler_estimates), compiled)
-    timings = compile_timings(entries)
-    timings["import_torch_s"] = round(toolchain.import_s, 3)
-    timings["program_s"] = round(seconds, 3)
-    timings.update(toolchain.timings())
-    timings["worker_warm_up"] = spare_warmup.report()
-    bundle.timing("compile", timings)
+    entries, _ = _finish_trace(bundle, stream, sink.getvalue(), logs, scheduler_estimates)
+    _record_compile_timings(bundle, entries, toolchain, {"program_s": seconds})
     if error is not None:
         raise error
-    if not compiled:
+    if not torch_trace.compile_ids(entries):
         raise UserError(ErrorKind.InputError, "the program ran to its end and compiled nothing: it called no function "
                                               "that torch.compile wrapped, and it defines neither `model` and "
                                               "`example_inputs` nor KernelBench's `Model`, `get_inputs` and "
@@ -493,6 +482,27 @@ def _compiled_model(options: dict[str, Any], built: _Built, torch: Any, bundle: 
     return compiled
 
 
+def _follow_trace(ctx: JobContext, path: str, output_code_note: str, torch: Any) -> StageStream:
+    """Start writing stages from PyTorch's trace as it grows, while the user's code compiles (its
+    own compiles included: the trace is read from its start)."""
+    stages = TraceStages(ctx.bundle, (path, USER_FILE), output_code_note=output_code_note)
+    stream = StageStream(stages, TraceTail(_trace_dir(ctx.workdir), torch), ctx.bundle.progress)
+    stream.start()
+    return stream
+
+
+def _finish_trace(bundle: Bundle, stream: StageStream, printed: str, logs: Any,
+                  scheduler_estimates: Any) -> tuple[list[torch_trace.TraceEntry], list[estimates.GraphEstimates]]:
+    """Stop following the trace; write the program's output, the trace's last stages and
+    Inductor's estimates. Returns the trace's entries and the estimates."""
+    stream.stop()
+    bundle.add("run.stdout", "Program output", "Run", "text", printed)
+    entries = stream.finish(artifact_logs.texts(logs))
+    graph_estimates = estimates.graphs(scheduler_estimates)
+    _write_estimates(bundle, graph_estimates, torch_trace.compile_ids(entries))
+    return entries, graph_estimates
+
+
 @dataclass
 class _Capture:
     """What records the compile while the first call runs: the program's output, the trace's
@@ -526,12 +536,8 @@ class _Capture:
         order = gpu_codegen.config_order(bundle) if gpu is not None and not options["export"] else None
         kernel_capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"),
                                        on_compiled=kernels.write) if kernels is not None else None
-        # Stages are written from the trace while the compile runs (the user's own compiles in
-        # the source included: the trace is read from its start).
-        stages = TraceStages(bundle, (path, USER_FILE),
-                             output_code_note=" ".join(_output_code_notes(run_mode, world, gpu) + [PROVENANCE_NOTE]))
-        stream = StageStream(stages, TraceTail(_trace_dir(ctx.workdir), torch), bundle.progress)
-        stream.start()
+        stream = _follow_trace(ctx, path, " ".join(_output_code_notes(run_mode, world, gpu) + [PROVENANCE_NOTE]),
+                               torch)
         return cls(bundle, sink, stream, logs, scheduler_estimates, world, recorder, kernels, order, kernel_capture)
 
     @contextlib.contextmanager
@@ -547,11 +553,8 @@ class _Capture:
     def finish(self, built: _Built, options: dict[str, Any], torch: Any) -> list[torch_trace.TraceEntry]:
         """Stop following the trace and write what needs the whole compile: the program's output,
         the trace's last stages, Inductor's estimates, the world's stages, the kernels' stages."""
-        self.stream.stop()
-        self.bundle.add("run.stdout", "Program output", "Run", "text", built.printed + self.sink.getvalue())
-        entries = self.stream.finish(artifact_logs.texts(self.logs))
-        graph_estimates = estimates.graphs(self.scheduler_estimates)
-        _write_estimates(self.bundle, graph_estimates, torch_trace.compile_ids(entries))
+        entries, graph_estimates = _finish_trace(self.bundle, self.stream, built.printed + self.sink.getvalue(),
+                                                 self.logs, self.scheduler_estimates)
         if self.world is not None and self.recorder is not None:
             _write_world(self.bundle, self.world, self.recorder, built.model, entries, graph_estimates, options, torch)
         if self.kernels is not None:
@@ -607,16 +610,22 @@ def _first_call(capture: _Capture, built: _Built, compiled: Any, options: dict[s
     return _FirstCall(compiled, outputs, error, later_s, started, time.perf_counter() - started)
 
 
+def _first_call_phases(run_source_s: float, call: _FirstCall) -> dict[str, float]:
+    """irscope's own phases of a convention's compile, in seconds, for the `compile` timing."""
+    phases = {"run_source_s": run_source_s, "final_stages_s": time.perf_counter() - call.started - call.seconds,
+              "first_call_s": call.seconds}
+    if call.later_s is not None:
+        phases["later_kernel_configs_s"] = call.later_s
+    return phases
+
+
 def _record_compile_timings(bundle: Bundle, entries: list[torch_trace.TraceEntry], toolchain: _Toolchain,
-                            run_source_s: float, call: _FirstCall) -> None:
-    """The `compile` timing: PyTorch's compile phases, then irscope's own, then the toolchain's."""
+                            phases: dict[str, float]) -> None:
+    """The `compile` timing: PyTorch's compile phases, then irscope's own (torch's import, then
+    `phases` in their order), then the toolchain's."""
     timings = compile_timings(entries)
     timings["import_torch_s"] = round(toolchain.import_s, 3)
-    timings["run_source_s"] = round(run_source_s, 3)
-    timings["final_stages_s"] = round(time.perf_counter() - call.started - call.seconds, 3)
-    timings["first_call_s"] = round(call.seconds, 3)
-    if call.later_s is not None:
-        timings["later_kernel_configs_s"] = round(call.later_s, 3)
+    timings.update({name: round(seconds, 3) for name, seconds in phases.items()})
     timings.update(toolchain.timings())
     timings["worker_warm_up"] = spare_warmup.report()
     bundle.timing("compile", timings)

@@ -100,9 +100,7 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     from compiler.pipeline import UserError
     settings = JobSettings.from_json(job.get("settings") or {})
     path = job["user_file"]
-    with open(path, encoding="utf-8") as f:
-        names = user_code.top_level_names(f.read())
-    if names is not None and not names & {"fn", "example_args"}:
+    if job.get("program"):  # it binds neither `fn` nor `example_args` (JaxPipeline.write_input)
         return _lower_program(job, path, settings)
     phase("running your program")
     try:
@@ -161,9 +159,8 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
                     if (m := _COMPILE_DUMP.match(name)))
     # JAX compiles every operation run eagerly too (jit_convert_element_type, jit__normal): the
     # program's own are the modules named after a function its source defines (jit_<name>)
-    with open(path, encoding="utf-8") as f:
-        defined = {n.name for n in ast.walk(ast.parse(f.read()))
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {"<lambda>", "_lambda_"}
+    defined = {n.name for n in ast.walk(ast.parse(_read_text(path)))
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {"<lambda>", "_lambda_"}
     own = [d for d in dumped if d[1].removeprefix("jit_") in defined]
     if not own:
         eager = ", ".join(sorted({d[1] for d in dumped})[:8])

@@ -27,6 +27,7 @@ from compiler.errors import ErrorKind
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError
 from compiler.targets.xla_gpu import XLA_GPU_TARGETS, describe_xla_gpu_target, get_xla_gpu_target, virtual_note
+from compiler.user_code import runs_as_written
 from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, sharding, source_map, traces
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
 from compiler.xla.options import validate_xla_options
@@ -668,12 +669,14 @@ class JaxPipeline(XlaPipeline):
     source_markers = ("import jax", "from jax")
     example = JAX_EXAMPLE
     stablehlo_note = "jax.jit(fn).lower(*example_args).as_text(debug_info=True)"
+    # A source that binds neither runs as written (user_code.runs_as_written): a program.
+    convention = frozenset({"fn", "example_args"})
 
     def write_input(self, source: str, work: str) -> dict[str, Any]:
         path = self.user_file(work)
         with open(path, "w", encoding="utf-8") as f:
             f.write(source)
-        return {"user_file": path}
+        return {"user_file": path, "program": runs_as_written(source, self.convention)}
 
     def user_file(self, work: str) -> str | None:
         return os.path.join(work, "user_program.py")

@@ -12,7 +12,7 @@ from typing import Any
 
 from compiler import reproducers
 from compiler.model import Request
-from compiler.user_code import top_level_names
+from compiler.user_code import runs_as_written
 
 _INPUT_NAMES = {"hlo": "module.hlo", "stablehlo": "module.mlir", "jax": "user_program.py"}
 
@@ -81,8 +81,7 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
     that calls jax.jit itself (it is its own reproducer: `JAX_DUMP_IR_TO=dump python file.py`)."""
     options = request.options  # normalised (Pipeline.reproducer)
     language, target = request.language, options["target"]
-    names = top_level_names(request.source) if language == "jax" else None
-    if names is not None and not names & {"fn", "example_args"}:
+    if language == "jax" and runs_as_written(request.source, pipeline.convention):
         return None
     devices = options["devices"]
     # The job's xla_options are data: compile options overrides, as the job sets them (compiler/xla/
