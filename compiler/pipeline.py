@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -20,6 +21,33 @@ from typing import Any, Callable
 from compiler import formats
 from compiler.errors import ErrorKind
 from compiler.model import JobError, JobSettings, Manifest, Request, Stage
+
+# Every language's option: the installed toolchain (service/toolchain_envs.py) the job runs in. Left
+# out of the normalised options when it names the default (the project's own environment), so that a
+# default job's request, key and permalink are what they were before toolchains existed.
+TOOLCHAIN_OPTION = "toolchain"
+DEFAULT_TOOLCHAIN = "default"
+_TOOLCHAIN_NAME = re.compile(r"^[a-z][a-z0-9]*-[0-9][0-9a-z.]{0,30}$")
+
+
+def canonical_package(name: str) -> str:
+    """A distribution's name as versions are keyed (PEP 503: lower case, runs of -_. as one -)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def chosen_toolchain(options: dict[str, Any]) -> str:
+    """The toolchain a request's (normalised) options name."""
+    return str(options.get(TOOLCHAIN_OPTION) or DEFAULT_TOOLCHAIN)
+
+
+def lacks_release(versions: dict[str, str], package: str, releases: tuple[str, ...], feature: str) -> str | None:
+    """toolchain_refusal's sentence when `package` is not one of `releases` (major.minor) in a
+    toolchain: `feature` is what only those have."""
+    found = versions.get(canonical_package(package), "")
+    if any(found.startswith(r + ".") for r in releases):
+        return None
+    return (f"{feature} is built for {package} {' / '.join(releases)}, and this toolchain has {package} "
+            f"{found or 'none'}")
 
 
 class OptionError(ValueError):
@@ -139,13 +167,38 @@ class Pipeline:
     made_by_upload: bool = False
 
     def normalise_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        """Validated options with defaults filled in; unknown names are an OptionError."""
+        """Validated options with defaults filled in; unknown names are an OptionError. `toolchain`
+        (every language's) is kept only when it names another toolchain than the default; whether
+        that one is installed and serves the request is the service's to say (toolchain_refusal)."""
+        options = dict(options)
+        chosen = options.pop(TOOLCHAIN_OPTION, None)
         schema = {o.name: o for o in self.options}
         unknown = sorted(set(options) - set(schema))
         if unknown:
-            known = ", ".join(sorted(schema)) or "none"
+            known = ", ".join(sorted([*schema, TOOLCHAIN_OPTION]))
             raise OptionError(f"unknown option {unknown[0]!r} for {self.key}; known options: {known}")
-        return {name: (o.coerce(options[name]) if name in options else o.default) for name, o in schema.items()}
+        normalised = {name: (o.coerce(options[name]) if name in options else o.default) for name, o in schema.items()}
+        if chosen not in (None, "", DEFAULT_TOOLCHAIN):
+            if not isinstance(chosen, str) or not _TOOLCHAIN_NAME.match(chosen):
+                raise OptionError(f"option 'toolchain' takes an installed toolchain's name (GET /api/toolchains), "
+                                  f"such as torch-2.14.1; not {str(chosen)[:80]!r}")
+            if self.made_by_upload:
+                raise OptionError(f"{self.key} jobs read their logs with the default toolchain; option 'toolchain' "
+                                  "is not theirs")
+            normalised[TOOLCHAIN_OPTION] = chosen
+        return normalised
+
+    # The distributions a toolchain must have to run this language's jobs (toolchain_refusal);
+    # empty: `toolchain_packages`.
+    requires: tuple[str, ...] = ()
+
+    def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
+        """Why a toolchain with these distributions (canonical name -> version) cannot run a job
+        with these normalised options, naming what it lacks; None when it can. A pipeline adds the
+        features it keeps for some versions (a virtual GPU's shim, a target)."""
+        missing = [p for p in (self.requires or self.toolchain_packages) if canonical_package(p) not in versions]
+        return f"it has no {', '.join(missing)} installed" if missing else None
+
 
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         """Variables the worker sets before `run` (and so before the compiler is imported):

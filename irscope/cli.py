@@ -212,6 +212,38 @@ def gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def toolchains(args: argparse.Namespace) -> int:
+    """`irscope toolchains list | add NAME | remove NAME`: the compiler releases jobs may choose."""
+    from service import configure, toolchain_envs
+    from service import settings as settings_table
+    values = settings_table.load(_config(args))
+    directory = toolchain_envs.root(str(values["toolchains_dir"]))
+    try:
+        if args.action == "add":
+            for name in args.names:
+                toolchain_envs.add(name, directory, progress=lambda text: print(f"irscope: {text}", flush=True))
+        elif args.action == "remove":
+            for name in args.names:
+                toolchain_envs.remove(name, directory)
+                print(f"irscope: removed {name}; its finished jobs' stages stay readable")
+    except toolchain_envs.ToolchainError as e:
+        print(f"irscope: {e}", file=sys.stderr)
+        return 2
+    if args.action == "list":
+        languages = configure.offered_languages(values)
+        listed = [toolchain_envs.describe(c, languages) for c in toolchain_envs.installed(directory)]
+        if args.json:
+            json.dump({"toolchains": listed}, sys.stdout, indent=1)
+            print()
+        for chain in [] if args.json else listed:
+            versions = " ".join(f"{p} {v}" for p, v in chain["versions"].items())
+            supports = ", ".join(f for f, yes in chain["supports"].items() if yes) or "none"
+            print(f"{chain['name']}{' (default)' if chain['default'] else ''}: {versions}; "
+                  f"{chain['size_bytes'] / 2**30:.2f} GiB; languages {', '.join(chain['languages'])}; "
+                  f"supports {supports}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from compiler import registry  # the languages' keys, for --language's help (no compiler is imported)
     parser = argparse.ArgumentParser(prog="irscope", description="An interactive explorer for ML compilers.")
@@ -245,7 +277,15 @@ def main(argv: list[str] | None = None) -> int:
                            help="a pipeline option, read by its kind (true/false, a number, a JSON object)")
             p.add_argument("--json", action="store_true", help="print the whole job as JSON")
             p.set_defaults(func=compile_)
+    p = sub.add_parser("toolchains", help="list, add or remove the compiler releases jobs may choose "
+                                          "(docs/toolchains.md)")
+    p.add_argument("action", choices=("list", "add", "remove"))
+    p.add_argument("names", nargs="*", metavar="NAME", help="torch-2.14.1, triton-3.8.0, jax-0.9.2, ...")
+    p.add_argument("--json", action="store_true", help="list as JSON (GET /api/toolchains's body)")
+    p.set_defaults(func=toolchains, data_dir=None, insecure_no_sandbox=False)
     args = parser.parse_args(argv)
+    if args.command == "toolchains" and args.action != "list" and not args.names:
+        parser.error(f"toolchains {args.action} takes the toolchains' names")
     return args.func(args)
 
 

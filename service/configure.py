@@ -19,7 +19,7 @@ from typing import Any
 
 from compiler import registry
 from compiler.model import JobSettings
-from service import cgroups, job_dir, retention, sandbox, seccomp
+from service import cgroups, job_dir, retention, sandbox, seccomp, toolchain_envs
 from service.admission import Admission, CompileRateLimit
 from service.job_process import RunnerConfig
 from service.jobs import Jobs, JobsConfig
@@ -181,13 +181,15 @@ def runner_config(values: dict[str, Any], user: sandbox.SandboxUser | None, data
                         keep_job_dirs=bool(values["keep_job_dirs"]), spare_workers=int(values["spare_workers"]),
                         spare_memory_mb=int(values["spare_memory_mb"]),
                         spare_template_slots=int(values["spare_template_slots"]) if values["sandbox"] == "bwrap" else 0,
-                        user=user, client_store_bytes=int(values["client_store_mb"]) << 20)
+                        user=user, client_store_bytes=int(values["client_store_mb"]) << 20,
+                        toolchains_dir=toolchain_envs.root(str(values["toolchains_dir"])))
 
 
 def jobs_config(values: dict[str, Any], languages: tuple[str, ...]) -> JobsConfig:
     return JobsConfig(languages=languages, max_source_bytes=int(values["max_source_kb"]) * 1024,
                       reuse_results=bool(values["reuse_results"]), max_queued_jobs=int(values["max_queued_jobs"]),
-                      max_jobs_per_client=int(values["max_jobs_per_client"]), imports=bool(values["imports"]))
+                      max_jobs_per_client=int(values["max_jobs_per_client"]), imports=bool(values["imports"]),
+                      toolchains_dir=toolchain_envs.root(str(values["toolchains_dir"])))
 
 
 def open_store(values: dict[str, Any]) -> Store:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from compiler.model import JOB_FILE, SPARE_READY, JobFile, JobSettings, Request
 from service import sandbox
 from service.toolchain import host_fingerprint
+from service.toolchain_envs import Toolchain
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where a job sees the trusted toolchain cache, read-only.
@@ -38,6 +39,7 @@ class RunnerConfig:
     # what one client's jobs and uploads may keep in the store (setting client_store_mb; 0: no
     # quota): admission checks it before a job, the runner while the job's stages are stored
     client_store_bytes: int = 0
+    toolchains_dir: str = ""  # the installed toolchains (service/toolchain_envs.py); "": the default place
 
     @property
     def job_disk_bytes(self) -> int:
@@ -45,13 +47,13 @@ class RunnerConfig:
         return self.job.job_disk_mb << 20 if self.use_bwrap else 0
 
 
-def environment(config: RunnerConfig, language: str, versions: dict[str, str],
+def environment(config: RunnerConfig, language: str, versions: dict[str, str], chain: Toolchain | None = None,
                 **extra: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The job process's whole environment (the sandbox clears everything else) and its read-only
-    binds: the interpreter's paths and, when one was built, the language's toolchain cache.
-    `extra` are the process's own variables (IRSCOPE_SPARE_FOR, IRSCOPE_EXPORT_TOOLCHAIN_CACHE; an
-    empty one is left out)."""
-    venv_bin = os.path.dirname(sys.executable)
+    binds: the interpreter's paths (`chain`'s, None: the default toolchain's) and, when one was
+    built, the language's toolchain cache. `extra` are the process's own variables
+    (IRSCOPE_SPARE_FOR, IRSCOPE_EXPORT_TOOLCHAIN_CACHE; an empty one is left out)."""
+    venv_bin = os.path.dirname(chain.python if chain is not None else sys.executable)
     env = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": PROJECT_ROOT, "PYTHONUNBUFFERED": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "USER": "irscope",
            **{name: value for name, value in extra.items() if value}}
@@ -62,12 +64,17 @@ def environment(config: RunnerConfig, language: str, versions: dict[str, str],
     return env, [(cache, TOOLCHAIN_MOUNT)]
 
 
-def spec(config: RunnerConfig, job_dir: str, env: dict[str, str], binds: list[tuple[str, str]]) -> sandbox.SandboxSpec:
-    """`python -m compiler.sandbox_entry` for one job directory, seeing the Python install, the venv
-    and irscope's `compiler` package read-only (not the service: nothing of it runs in a job)."""
-    return sandbox.SandboxSpec(argv=[sys.executable, "-m", "compiler.sandbox_entry", sandbox.JOB_PLACEHOLDER],
+def spec(config: RunnerConfig, job_dir: str, env: dict[str, str], binds: list[tuple[str, str]],
+         chain: Toolchain | None = None) -> sandbox.SandboxSpec:
+    """`python -m compiler.sandbox_entry` for one job directory, in `chain`'s interpreter (None: the
+    default toolchain's), seeing the Python install, that environment and irscope's `compiler`
+    package read-only (not the service: nothing of it runs in a job)."""
+    other = chain is not None and not chain.default
+    python = chain.python if other else sys.executable
+    return sandbox.SandboxSpec(argv=[python, "-m", "compiler.sandbox_entry", sandbox.JOB_PLACEHOLDER],
                                job_dir=job_dir, env=env,
-                               ro_paths=sandbox.python_paths() + [os.path.join(PROJECT_ROOT, "compiler")],
+                               ro_paths=sandbox.python_paths() + [os.path.join(PROJECT_ROOT, "compiler")]
+                               + ([chain.prefix] if other else []),
                                ro_binds=binds, use_bwrap=config.use_bwrap, user=config.user)
 
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 from compiler import registry
 from compiler.errors import REUSED_KINDS, ErrorKind, Refused
 from compiler.model import Request
-from compiler.pipeline import OptionError
-from service import routing
+from compiler.pipeline import OptionError, chosen_toolchain
+from service import routing, toolchain_envs
 from service.runner import Runner
 from service.store import Job, Store
 from service.toolchain import toolchain
@@ -54,6 +54,7 @@ class JobsConfig:
     max_queued_jobs: int = 0  # jobs that may wait for a worker; 0: no cap
     imports: bool = False  # accept uploads for the `import` language (setting imports)
     max_jobs_per_client: int = 0  # jobs one client may have waiting or running; 0: no cap
+    toolchains_dir: str = ""  # the installed toolchains (service/toolchain_envs.py); "": the default place
 
 
 def _short_id(digest_hex: str, length: int) -> str:
@@ -100,11 +101,34 @@ class Jobs:
             normalised = registry.get(language).normalise_options(options)
         except OptionError as e:
             raise RequestError(str(e)) from None
+        self.chosen_toolchain(language, normalised)
         return Request(language=language, source=source.replace("\r\n", "\n"), options=normalised)
+
+    def chosen_toolchain(self, language: str, options: dict[str, Any]) -> toolchain_envs.Toolchain:
+        """The installed toolchain normalised `options` name, when it can run such a job; else a
+        RequestError saying what it lacks and which installed toolchains have it."""
+        name = chosen_toolchain(options)
+        installed = toolchain_envs.installed(self.config.toolchains_dir)
+        chain = next((c for c in installed if c.name == name), None)
+        if chain is None:
+            raise RequestError(f"no toolchain {name!r} is installed on this server; installed: "
+                               f"{', '.join(c.name for c in installed)} (GET /api/toolchains; an administrator "
+                               f"adds one with `irscope toolchains add NAME`)")
+        pipeline = registry.get(language)
+        why = pipeline.toolchain_refusal(options, chain.versions)
+        if why is not None:
+            able = [c.name for c in installed if pipeline.toolchain_refusal(options, c.versions) is None]
+            raise RequestError(f"toolchain {name!r} cannot run this {language} job: {why}. Installed toolchains "
+                               f"that can: {', '.join(able) or 'none'}")
+        return chain
 
     def plan(self, request: Request) -> Planned:
         """Where `request` runs, its cache key, and the job answering it already, if one does."""
-        tools = toolchain(request.language)
+        chain = toolchain_envs.find(chosen_toolchain(request.options), self.config.toolchains_dir)
+        if chain is None:  # a stored request whose toolchain was removed since
+            raise RequestError(f"no toolchain {chosen_toolchain(request.options)!r} is installed on this server; "
+                               f"installed: {toolchain_envs.names(self.config.toolchains_dir)}")
+        tools = toolchain(request.language, chain)
         placement: dict[str, Any] = {}
         queue = routing.CPU_QUEUE
         if self.live_queues is not None:

@@ -25,7 +25,8 @@ from sqlalchemy.exc import OperationalError
 from compiler import formats, registry
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JobError, Manifest, Stage
-from service import cgroups, job_process, sandbox
+from compiler.pipeline import chosen_toolchain
+from service import cgroups, job_process, sandbox, toolchain_envs
 from service import job_dir as job_dirs
 from service.bundle_reader import BundleReader, BundleRuleError
 from service.job_process import PROJECT_ROOT, RunnerConfig
@@ -199,10 +200,17 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
             warm_ups: WarmUps | None = None) -> None:
     """Run one job to the end and store everything it produced that keeps the runner's rules."""
     pipeline = registry.get(job.request.language)
+    chosen = chosen_toolchain(job.request.options)
+    chain = toolchain_envs.find(chosen, config.toolchains_dir)
+    if chain is None:
+        store.finish_job(job.id, JobError(ErrorKind.RequestError, f"toolchain {chosen!r} is no longer installed "
+                                          f"here; installed: {toolchain_envs.names(config.toolchains_dir)}"), {})
+        return
     waited = 0.0
-    if warm_ups is not None and pipeline.uses_toolchain_cache(job.request):
+    if warm_ups is not None and chain.default and pipeline.uses_toolchain_cache(job.request):
         waited = warm_ups.wait(job.request.language, lambda text: store.set_running(job.id, text))
-    kind = pipeline.spare_kind(job.request)
+    # spares and their templates are the default toolchain's: another's job starts its own process
+    kind = pipeline.spare_kind(job.request) if chain.default else None
     key = spare_key(job.request.language, kind) if kind is not None else None
     spare = spares.take(key) if spares and key is not None else None
     ready = spare is not None and spare.ready
@@ -262,7 +270,7 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         return manifest
 
     if spare is None:
-        env, binds = job_process.environment(config, job.request.language, job.toolchain)
+        env, binds = job_process.environment(config, job.request.language, job.toolchain, chain)
         missing = _write_inputs(store, job_dir, job)
         if missing:
             store.finish_job(job.id, JobError(ErrorKind.InputError, missing), {})
@@ -271,7 +279,7 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
             reader.close()
             return
         job_process.write_job_file(job_dir, job.request, job.toolchain, config.job)
-        proc = sandbox.Sandboxed(job_process.spec(config, job_dir, env, binds), config.job)
+        proc = sandbox.Sandboxed(job_process.spec(config, job_dir, env, binds, chain), config.job)
     else:
         job_process.write_job_file(job_dir, job.request, job.toolchain, config.job)
         proc.start_clock()
@@ -397,7 +405,7 @@ def _write_inputs(store: Store, job_dir: str, job: Job) -> str | None:
 def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
     """The job's output without the host's own paths (where irscope, its data, the Python install
     and the virtualenv live): the job sees them, but a reader of its stages and log need not."""
-    names = dict(_host_paths(config.data_dir))
+    names = dict(_host_paths(config.data_dir, config.toolchains_dir))
     if job_dir:
         names.update(_with_real_paths({job_dir: "<job>"}))
     for path in sorted(names, key=len, reverse=True):
@@ -407,13 +415,19 @@ def scrub_paths(text: str, config: RunnerConfig, job_dir: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _host_paths(data_dir: str) -> dict[str, str]:
+def _host_paths(data_dir: str, toolchains_dir: str) -> dict[str, str]:
     """The host's paths scrub_paths replaces and the names it shows instead: worked out once per
-    data directory, not again for every stage a job stores."""
+    data and toolchains directory, not again for every stage a job stores."""
     names = {data_dir: "<data>", PROJECT_ROOT: "<irscope>", sys.prefix: "<venv>",
              sys.base_prefix: "<python>", sys.exec_prefix: "<venv>"}
     # an installed package's file by its import path ("torch/nn/modules/linear.py"), as tracebacks
-    # of other tools print it, not by where this host installed it
+    # of other tools print it, not by where this host installed it; in every toolchain's environment
+    # too (those that exist now and those added later: their site-packages' shape is known)
+    tools = toolchain_envs.root(toolchains_dir)
+    names[tools] = "<toolchains>"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for name in toolchain_envs.all_names(toolchains_dir):
+        names[os.path.join(tools, name, "lib", version, "site-packages") + "/"] = ""
     for packages in {*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         names[packages.rstrip("/") + "/"] = ""
     names = _with_real_paths(names)

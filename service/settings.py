@@ -88,6 +88,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("reuse_results", True, "Answer a request seen before (same source, options and toolchain) "
                                    "from the store instead of compiling again. This tells a client whether "
                                    "anyone compiled exactly this source before (docs/security.md)."),
+    Setting("toolchains_dir", "", "Where the toolchains `irscope toolchains add NAME` installs live, one environment "
+                                  "each (`<dir>/NAME`), shared by every data directory on the machine; empty: "
+                                  "`toolchains/` beside the project's `.venv` (docs/toolchains.md)."),
     Setting("warm_toolchain_cache", True, "At start-up, build the toolchain cache later jobs are seeded with "
                                           "(Inductor's CPU ISA probes and the precompiled header of its kernels' "
                                           "prelude) in a trusted warm-up (never user code): the first spare "

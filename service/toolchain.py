@@ -1,6 +1,6 @@
-"""The versions of what compiles a language, read from package metadata (no compiler import):
-part of every cache key, shown on every result. And what a toolchain cache built on this host
-depends on besides them (`host_fingerprint`)."""
+"""The versions of what compiles a language in a toolchain, read from package metadata (no compiler
+import): part of every cache key, shown on every result. And what a toolchain cache built on this
+host depends on besides them (`host_fingerprint`)."""
 from __future__ import annotations
 
 import functools
@@ -11,12 +11,18 @@ import shutil
 import subprocess
 
 from compiler import registry
+from service.toolchain_envs import Toolchain
 
 
-def toolchain(language: str) -> dict[str, str]:
+def toolchain(language: str, chain: Toolchain | None = None) -> dict[str, str]:
+    """irscope's version and those of `language`'s packages in `chain` (None: the default
+    toolchain); another toolchain than the default is named too (`toolchain`), so its jobs are
+    keyed apart even where the versions a language names agree."""
     versions = {"irscope": _version("irscope")}
+    if chain is not None and not chain.default:
+        versions["toolchain"] = chain.name
     for package in registry.get(language).toolchain_packages:
-        versions[package] = _version(package)
+        versions[package] = chain.version(package) if chain is not None and not chain.default else _version(package)
     return versions
 
 

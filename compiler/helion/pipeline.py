@@ -10,7 +10,7 @@ from typing import Any
 from compiler.errors import ErrorKind
 from compiler.kernels.program import PREWARM_MODULES, TritonProgramPipeline
 from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, Option, UserError
+from compiler.pipeline import Bundle, JobContext, Option, UserError, lacks_release
 from compiler.targets import TARGETS, GpuTarget
 
 EXAMPLE = '''\
@@ -73,6 +73,14 @@ class HelionPipeline(TritonProgramPipeline):
                "sampled from Helion's config space for the kernel's inputs (seed 0), each with its own stages, "
                "to diff any two.", minimum=1, maximum=8),
     )
+
+    def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
+        """Helion's virtual CUDA device is PyTorch's virtual GPU shim, pinned to its torch and Triton."""
+        from compiler.targets import virtual_gpu
+        feature = "the virtual CUDA device Helion compiles on"
+        return super().toolchain_refusal(options, versions) or \
+            lacks_release(versions, "torch", (virtual_gpu.TORCH_VERSION,), feature) or \
+            lacks_release(versions, "triton", (virtual_gpu.TRITON_VERSION,), feature)
 
     def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
         from compiler.targets import virtual_gpu

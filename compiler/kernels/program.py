@@ -29,7 +29,7 @@ from compiler.kernels.resources import write_resource_table
 from compiler.kernels.stages import write_kernel_stages
 from compiler.kernels.virtual_checks import VirtualChecks
 from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError
+from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError, lacks_release
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target, resolve
 
 SOURCE_NAME = "kernels.py"  # the program's file in the job (its lines are the stages' source lines)
@@ -62,6 +62,13 @@ class TritonProgramPipeline(Pipeline):
     _launched: list[Any] = []  # the JITFunctions the failing run had reached (for compile errors)
     _capture: KernelCapture | None = None  # the run's capture (for ptxas's errors)
 
+    def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
+        """Every target may be virtual (the service does not know the worker's GPU): the Triton must
+        be one the compile-only driver is tested on."""
+        from compiler.targets import virtual_gpu
+        return super().toolchain_refusal(options, versions) or lacks_release(
+            versions, "triton", virtual_gpu.COMPILE_ONLY_TRITON, "the virtual GPU's compile-only driver")
+
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         return {
             "TRITON_CACHE_DIR": os.path.join(workdir, "triton-cache"),
@@ -84,7 +91,7 @@ class TritonProgramPipeline(Pipeline):
         import torch
 
         from compiler.targets import virtual_gpu
-        virtual_gpu.check_versions()
+        virtual_gpu.check_compile_only_triton()
         real = virtual_gpu.real_cuda_target_name()
         name = resolve(request.options["target"], [real] if real else [])
         target = _real_target(name) if name == real else get_target(name)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 from compiler.errors import ErrorKind
 from compiler.kernels.capture import KernelCapture
 from compiler.model import Request
-from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError
+from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError, lacks_release
 from compiler.pytorch import (
     artifact_logs,
     collectives,
@@ -104,6 +104,18 @@ class PyTorchPipeline(Pipeline):
     editor_mode = "python"
     example = EXAMPLE
     toolchain_packages = ("torch", "triton")
+    requires = ("torch",)
+
+    def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
+        """The host target runs on any torch; a GPU target is the virtual GPU shim's, pinned to its
+        torch and Triton (compiler/targets/virtual_gpu.py)."""
+        from compiler.targets import virtual_gpu
+        why = super().toolchain_refusal(options, versions)
+        if why is None and options.get("target", "host") != "host":
+            feature = f"the virtual GPU target {options['target']}"
+            why = lacks_release(versions, "torch", (virtual_gpu.TORCH_VERSION,), feature) or \
+                lacks_release(versions, "triton", (virtual_gpu.TRITON_VERSION,), feature)
+        return why
     warmup_source = toolchain_cache.WARMUP_SOURCE
     prewarm_modules = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
     # A plain spare (warmed up on the host) and one that installed the default virtual GPU first

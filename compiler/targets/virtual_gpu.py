@@ -78,6 +78,22 @@ def check_versions() -> dict[str, str]:
     return found
 
 
+# The Triton releases whose compile-only driver (public API only: `DriverBase`, `driver.set_active`,
+# `GPUTarget`) is tested here (tests/test_toolchains.py compiles a kernel for sm_90 on each): the
+# `triton`, `gluon` and `helion` languages' virtual targets on a toolchain of another Triton.
+COMPILE_ONLY_TRITON = ("3.7", "3.8", "3.9")
+
+
+def check_compile_only_triton() -> str:
+    """Fail loudly when the installed Triton is not one the compile-only driver is tested on;
+    return its version."""
+    import triton
+    if not any(triton.__version__.startswith(v + ".") for v in COMPILE_ONLY_TRITON):
+        raise ShimVersionError(f"the compile-only Triton driver (compiler/targets/virtual_gpu.py) is tested on Triton "
+                               f"{', '.join(COMPILE_ONLY_TRITON)}, found {triton.__version__}")
+    return triton.__version__
+
+
 def triton_target(target: GpuTarget) -> Any:
     """The `triton.backends.compiler.GPUTarget` for `target`."""
     from triton.backends.compiler import GPUTarget
@@ -147,7 +163,7 @@ def _compile_only_driver_class(target: GpuTarget) -> type:
 
 def install_compile_only_triton(target: GpuTarget) -> Any:
     """Make Triton compile for `target` with no device present; return the driver installed."""
-    check_versions()
+    check_compile_only_triton()
     from triton.runtime.driver import driver
     active = _compile_only_driver_class(target)(triton_target(target))
     driver.set_active(active)

@@ -193,6 +193,17 @@ class XlaPipeline(Pipeline):
         return ErrorKind.CompileError
     # the GPU targets compile with the plugin's XLA:GPU and the wheel's ptxas
     toolchain_packages = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12")
+    requires = ("jax", "jaxlib")
+
+    def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
+        """XLA:CPU is in jaxlib; a virtual XLA:GPU target needs the CUDA plugin of jaxlib's release."""
+        why = super().toolchain_refusal(options, versions)
+        if why is None and options.get("target", "cpu") != "cpu":
+            plugin, jaxlib = versions.get("jax-cuda12-plugin"), versions.get("jaxlib")
+            if plugin != jaxlib or "nvidia-cuda-nvcc-cu12" not in versions:
+                why = (f"the virtual XLA:GPU target {options['target']} needs jax-cuda12-plugin {jaxlib} (jaxlib's "
+                       f"release) and nvidia-cuda-nvcc-cu12; this toolchain has jax-cuda12-plugin {plugin or 'none'}")
+        return why
 
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         # XLA reads the device count when the CPU client starts, so it must be in XLA_FLAGS first.
