@@ -53,8 +53,29 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The toolchains the repository pins (toolchain_locks/NAME.txt: other releases of torch, Triton and
+# JAX that jobs may choose, docs/toolchains.md), each in its own environment in ./toolchains/NAME
+# (setting toolchains_dir). Their warm-up runs on their first job; the default toolchain's below.
+tc_dir=${IRSCOPE_TOOLCHAINS_DIR:-toolchains}
+tc_want=$(cat toolchain_locks/*.txt 2>/dev/null | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$tc_dir/.irscope-installed" 2>/dev/null)" != "$tc_want" ]; then
+  locked=$(find toolchain_locks -name '*.txt' -printf '%f\n' 2>/dev/null | sed 's/\.txt$//' | sort)
+  if [ -n "$locked" ]; then
+    echo "run.sh: installing the pinned toolchains into ./$tc_dir: $(echo $locked)" >&2
+    # shellcheck disable=SC2086
+    .venv/bin/irscope toolchains add $locked --no-warm >&2
+  fi
+  mkdir -p "$tc_dir" && echo "$tc_want" > "$tc_dir/.irscope-installed"
+fi
+
 cmd=${1:-}
 shift || true
+# The default toolchain's trusted warm-up for the server's data directory (the CPU probes and the
+# precompiled header every PyTorch job is seeded with): the first job after `./run.sh serve` is
+# warm. Quick when it was built before; a machine that cannot sandbox jobs says so and goes on.
+if [ "$cmd" = serve ] || [ "$cmd" = setup ]; then
+  .venv/bin/irscope toolchains warm default >&2 || echo "run.sh: the warm-up did not run; the first job will run it" >&2
+fi
 case "$cmd" in
   serve) exec .venv/bin/irscope serve "$@" ;;
   worker) exec .venv/bin/irscope worker "$@" ;;

@@ -222,6 +222,10 @@ def toolchains(args: argparse.Namespace) -> int:
         if args.action == "add":
             for name in args.names:
                 toolchain_envs.add(name, directory, progress=lambda text: print(f"irscope: {text}", flush=True))
+            if not args.no_warm:
+                return _warm(values, args.names)
+        elif args.action == "warm":
+            return _warm(values, args.names)
         elif args.action == "remove":
             for name in args.names:
                 toolchain_envs.remove(name, directory)
@@ -241,6 +245,34 @@ def toolchains(args: argparse.Namespace) -> int:
             print(f"{chain['name']}{' (default)' if chain['default'] else ''}: {versions}; "
                   f"{chain['size_bytes'] / 2**30:.2f} GiB; languages {', '.join(chain['languages'])}; "
                   f"supports {supports}")
+    return 0
+
+
+def _warm(values: dict[str, Any], names: list[str]) -> int:
+    """Each toolchain's (`names`; none: every installed one) trusted warm-up for the data directory:
+    the toolchain cache its jobs are seeded with, so that its first job is warm."""
+    from compiler import registry
+    from service import configure, toolchain_envs
+    from service.toolchain import toolchain
+    from service.toolchain_cache import warm_toolchain
+    user, refusal = configure.sandbox_refusal(values)
+    if refusal:
+        print(f"irscope: {refusal}", file=sys.stderr)
+        return 2
+    config = configure.runner_config(values, user)
+    os.makedirs(os.path.join(config.data_dir, "jobs"), exist_ok=True)
+    chains = [c for c in toolchain_envs.installed(config.toolchains_dir) if not names or c.name in names]
+    for chain in chains:
+        for language in configure.offered_languages(values):
+            pipeline = registry.get(language)
+            if pipeline.warmup_source is None or pipeline.toolchain_refusal(pipeline.normalise_options({}),
+                                                                            chain.versions) is not None:
+                continue
+            started = time.monotonic()
+            built = warm_toolchain(config, language, toolchain(language, chain), None,
+                                   None if chain.default else chain)
+            print(f"irscope: {chain.name}: {language}'s toolchain cache in {config.data_dir} "
+                  + (f"built in {time.monotonic() - started:.0f} s" if built else "was there already"), flush=True)
     return 0
 
 
@@ -279,12 +311,14 @@ def main(argv: list[str] | None = None) -> int:
             p.set_defaults(func=compile_)
     p = sub.add_parser("toolchains", help="list, add or remove the compiler releases jobs may choose "
                                           "(docs/toolchains.md)")
-    p.add_argument("action", choices=("list", "add", "remove"))
+    p.add_argument("action", choices=("list", "add", "remove", "warm"))
     p.add_argument("names", nargs="*", metavar="NAME", help="torch-2.14.1, triton-3.8.0, jax-0.9.2, ...")
     p.add_argument("--json", action="store_true", help="list as JSON (GET /api/toolchains's body)")
-    p.set_defaults(func=toolchains, data_dir=None, insecure_no_sandbox=False)
+    p.add_argument("--no-warm", action="store_true", help="add without the warm-up (the first job then runs it)")
+    p.add_argument("--data-dir", help="warm: the data directory whose toolchain caches to build (setting data_dir)")
+    p.set_defaults(func=toolchains, insecure_no_sandbox=False)
     args = parser.parse_args(argv)
-    if args.command == "toolchains" and args.action != "list" and not args.names:
+    if args.command == "toolchains" and args.action in ("add", "remove") and not args.names:
         parser.error(f"toolchains {args.action} takes the toolchains' names")
     return args.func(args)
 

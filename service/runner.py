@@ -133,6 +133,7 @@ class WarmUps:
         self._lock = threading.Lock()
         self._running: dict[str, float] = {}  # language -> time.monotonic() it was announced
         self._done = threading.Condition(self._lock)
+        self._others: dict[tuple[str, str], threading.Lock] = {}  # (language, toolchain) -> its warm-up's lock
 
     def announce(self, languages: list[str]) -> None:
         """The warm-ups about to run (before the thread that runs them starts)."""
@@ -161,6 +162,22 @@ class WarmUps:
             with self._lock:
                 self._running.pop(language, None)
                 self._done.notify_all()
+
+    def build_other(self, language: str, chain: toolchain_envs.Toolchain, progress: Any) -> float:
+        """Another toolchain's cache, on its first job (the default's is built at start-up): the
+        warm-up job in that toolchain, one at a time per language and toolchain (a job arriving
+        meanwhile waits for it, then finds the cache). Seconds this call took."""
+        started = time.monotonic()
+        versions = toolchain(language, chain)
+        if os.path.isdir(job_process.toolchain_cache_dir(self.config, language, versions)):
+            return 0.0
+        with self._lock:
+            lock = self._others.setdefault((language, chain.name), threading.Lock())
+        progress(f"warming up: the first {chain.name} job builds its toolchain cache (the CPU probes and the "
+                 "precompiled header) with irscope's own compile; its later jobs reuse it")
+        with lock:
+            _logged(warm_toolchain, self.config, language, versions, None, chain)
+        return time.monotonic() - started
 
     def wait(self, language: str, progress: Any) -> float:
         """Wait while `language`'s warm-up runs, saying so (`progress(sentence)`) with the time left
@@ -207,8 +224,10 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
                                           f"here; installed: {toolchain_envs.names(config.toolchains_dir)}"), {})
         return
     waited = 0.0
-    if warm_ups is not None and chain.default and pipeline.uses_toolchain_cache(job.request):
-        waited = warm_ups.wait(job.request.language, lambda text: store.set_running(job.id, text))
+    if warm_ups is not None and pipeline.uses_toolchain_cache(job.request):
+        say = lambda text: store.set_running(job.id, text)  # noqa: E731
+        waited = warm_ups.wait(job.request.language, say) if chain.default else \
+            warm_ups.build_other(job.request.language, chain, say)
     # spares and their templates are the default toolchain's: another's job starts its own process
     kind = pipeline.spare_kind(job.request) if chain.default else None
     key = spare_key(job.request.language, kind) if kind is not None else None

@@ -17,6 +17,7 @@ from service import job_dir as job_dirs
 from service import job_process, sandbox
 from service.bundle_reader import BundleReader, BundleRuleError
 from service.job_process import RunnerConfig
+from service.toolchain_envs import Toolchain
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +26,14 @@ EXPORT_DIR = "toolchain"
 
 
 def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str],
-                   in_template: Callable[[], str | None] | None = None) -> bool:
+                   in_template: Callable[[], str | None] | None = None, chain: Toolchain | None = None) -> bool:
     """Build the toolchain cache that later jobs of this language are seeded with, when it does not
     exist: in the warm-up of the language's first spare template where `in_template` is given
     (it starts that template, waits for it to be ready and returns the directory it exported to,
     or None when it did not get ready), else, or when that failed, by running the pipeline's own
     warm-up source in the sandbox. False when there is nothing to build (no warm-up source, or the
-    cache exists) or the warm-up did not finish."""
+    cache exists) or the warm-up did not finish. `chain`: the installed toolchain whose
+    interpreter runs the warm-up (None: the default; `versions` are that toolchain's)."""
     source = registry.get(language).warmup_source
     dest = job_process.toolchain_cache_dir(config, language, versions)
     if source is None or os.path.isdir(dest):
@@ -41,13 +43,13 @@ def warm_toolchain(config: RunnerConfig, language: str, versions: dict[str, str]
         if built is not None and _keep(built, dest):
             return True
         log.warning("the spare template of %s did not build the toolchain cache: running the warm-up job", language)
-    job_dir = os.path.join(config.data_dir, "jobs", "warmup-" + language)
+    job_dir = os.path.join(config.data_dir, "jobs", "warmup-" + language + ("" if chain is None else "-" + chain.name))
     job_dirs.prepare(job_dir, config.user, config.job_disk_bytes)
     job_process.write_job_file(job_dir, Request(language, source, {}), versions, config.job)
     export = ("/job" if config.use_bwrap else job_dir) + "/" + EXPORT_DIR
     # The cache does not exist yet (see above), so the warm-up is seeded from nothing.
-    env, _ = job_process.environment(config, language, versions, IRSCOPE_EXPORT_TOOLCHAIN_CACHE=export)
-    outcome = sandbox.run(job_process.spec(config, job_dir, env, []), config.job)
+    env, _ = job_process.environment(config, language, versions, chain, IRSCOPE_EXPORT_TOOLCHAIN_CACHE=export)
+    outcome = sandbox.run(job_process.spec(config, job_dir, env, [], chain), config.job)
     reader = BundleReader(job_dir, config.job)
     try:
         manifest = reader.manifest()

@@ -15,6 +15,7 @@ compiler."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -129,7 +130,8 @@ def _read(base: str, name: str) -> Toolchain | None:
         return Toolchain(name=name, prefix=prefix,
                          versions={canonical_package(k): str(v) for k, v in dict(data["versions"]).items()},
                          size_bytes=int(data.get("size_bytes", 0)), installed=str(data.get("installed", "")),
-                         install_s=float(data.get("install_s", 0.0)))
+                         install_s=float(data.get("install_s", 0.0)),
+                         extra={"lock_sha256": str(data.get("lock_sha256", ""))})
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -208,9 +210,13 @@ def add(name: str, directory: str = "", progress: Callable[[str], None] = print)
     check_name(name)
     base = root(directory)
     existing = _read(base, name)
-    if existing is not None:
+    if existing is not None and existing.extra.get("lock_sha256") == _lock_digest(name):
         progress(f"{name} is installed already ({existing.prefix})")
         return existing
+    if existing is not None:
+        progress(f"{os.path.relpath(lock_path(name), PROJECT_ROOT)} changed since {name} was installed: installing "
+                 "it again")
+        remove(name, directory)
     prefix = os.path.join(base, name)
     started = time.monotonic()
     if not os.path.exists(lock_path(name)):
@@ -236,7 +242,7 @@ def add(name: str, directory: str = "", progress: Callable[[str], None] = print)
                  "installs the same toolchain)")
     versions = _versions_of(env_python, name)
     size = _size(prefix)
-    manifest = {"name": name, "versions": versions, "size_bytes": size,
+    manifest = {"name": name, "versions": versions, "size_bytes": size, "lock_sha256": _lock_digest(name),
                 "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "install_s": round(time.monotonic() - started, 1)}
     tmp = os.path.join(prefix, MANIFEST + ".tmp")
@@ -315,6 +321,14 @@ def _pip(argv: list[str], name: str) -> None:
                              f"{missing.group(2).strip() or 'none'}")
     raise ToolchainError(f"pip could not install {name}; the environment is left without a manifest and is not "
                          f"offered to jobs:\n{text.strip()[-3000:]}")
+
+
+def _lock_digest(name: str) -> str:
+    try:
+        with open(lock_path(name), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _check_available(name: str) -> None:
