@@ -228,9 +228,9 @@ def run_job(store: Store, config: RunnerConfig, job: Job, spares: Spares | None 
         say = lambda text: store.set_running(job.id, text)  # noqa: E731
         waited = warm_ups.wait(job.request.language, say) if chain.default else \
             warm_ups.build_other(job.request.language, chain, say)
-    # spares and their templates are the default toolchain's: another's job starts its own process
-    kind = pipeline.spare_kind(job.request) if chain.default else None
-    key = spare_key(job.request.language, kind) if kind is not None else None
+    # spares are kept per toolchain: the default's from the start, another's after its first job
+    kind = pipeline.spare_kind(job.request)
+    key = spare_key(job.request.language, kind, chain.name) if kind is not None else None
     spare = spares.take(key) if spares and key is not None else None
     ready = spare is not None and spare.ready
     taken = spare.describe() if spare is not None else None

@@ -25,6 +25,7 @@ from service import job_process, sandbox, seccomp
 from service.cgroups import JobCgroup
 from service.job_process import RunnerConfig
 from service.toolchain import toolchain
+from service.toolchain_envs import Toolchain
 
 # A spare warms up with what CPU the jobs leave: its cgroup's weight against a job's (cgroup v2's
 # default, 100) until a job takes it (service/spares.py sets them; a template's forks are in
@@ -38,9 +39,12 @@ JOB_CPU_WEIGHT = 100
 class Template:
     """One template process and its slots (each used for one job at most)."""
 
-    def __init__(self, config: RunnerConfig, key: str, language: str, export: str = ""):
-        """`export`: the directory, inside the control directory, where this template's warm-up
-        exports the toolchain cache it builds (service/toolchain_cache.py); "" for none."""
+    def __init__(self, config: RunnerConfig, spare_for: str, language: str, export: str = "",
+                 chain: Toolchain | None = None):
+        """`spare_for`: the language and kind its warm-up is for (IRSCOPE_SPARE_FOR); `export`: the
+        directory, inside the control directory, where this template's warm-up exports the
+        toolchain cache it builds (service/toolchain_cache.py), "" for none; `chain`: the installed
+        toolchain it runs in (None: the default)."""
         self.config = config
         name = uuid.uuid4().hex[:12]
         jobs = os.path.join(config.data_dir, "jobs")
@@ -53,10 +57,10 @@ class Template:
             slot = os.path.join(jobs, f"spare-slot-{name}-{i}")
             job_dirs.prepare(slot, config.user, config.job_disk_bytes)
             self.slot_dirs.append(slot)
-        env, binds = job_process.environment(config, language, toolchain(language), IRSCOPE_SPARE_FOR=key,
-                                             IRSCOPE_SPARE_TEMPLATE="1",
+        env, binds = job_process.environment(config, language, toolchain(language, chain), chain,
+                                             IRSCOPE_SPARE_FOR=spare_for, IRSCOPE_SPARE_TEMPLATE="1",
                                              IRSCOPE_EXPORT_TOOLCHAIN_CACHE="/job/" + export if export else "")
-        spec = job_process.spec(config, self.control_dir, env, binds)
+        spec = job_process.spec(config, self.control_dir, env, binds, chain)
         spec.slots = list(self.slot_dirs)
         self.proc = sandbox.Sandboxed(spec, config.job, clock=False)  # no wall clock: it waits for jobs
         self.started = time.monotonic()

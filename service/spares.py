@@ -33,13 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from compiler import registry
+from compiler.pipeline import DEFAULT_TOOLCHAIN
 from compiler.targets import host_devices
 from service import job_dir as job_dirs
-from service import job_process, sandbox
+from service import job_process, sandbox, toolchain_envs
 from service.job_process import RunnerConfig
 from service.spare_templates import JOB_CPU_WEIGHT, SPARE_CPU_WEIGHT, ForkedJob, Template
 from service.toolchain import toolchain
 from service.toolchain_cache import EXPORT_DIR
+from service.toolchain_envs import Toolchain
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +55,32 @@ class SparesClosed(Exception):
     """The spares were shut down."""
 
 
-def spare_key(language: str, kind: str) -> str:
-    """The key spares of `language` and `kind` are filed under (also the IRSCOPE_SPARE_FOR they
-    are started with)."""
-    return f"{language}@{kind}" if kind else language
+def spare_key(language: str, kind: str, chain: str = DEFAULT_TOOLCHAIN) -> str:
+    """The key spares of `language` and `kind` in toolchain `chain` are filed under (without the
+    toolchain, also the IRSCOPE_SPARE_FOR they are started with): `language[@kind][~toolchain]`."""
+    return (f"{language}@{kind}" if kind else language) + ("" if chain == DEFAULT_TOOLCHAIN else f"~{chain}")
+
+
+def key_parts(key: str) -> tuple[str, str, str]:
+    """(language, kind, toolchain) of a spare key."""
+    spare_for, _, chain = key.partition("~")
+    language, _, kind = spare_for.partition("@")
+    return language, kind, chain or DEFAULT_TOOLCHAIN
 
 
 def key_language(key: str) -> str:
-    return key.split("@", 1)[0]
+    return key_parts(key)[0]
+
+
+def spare_for(key: str) -> str:
+    """What a spare of `key` is told it is for (IRSCOPE_SPARE_FOR): its language and kind."""
+    return key.partition("~")[0]
+
+
+def key_toolchain(config: RunnerConfig, key: str) -> Toolchain | None:
+    """The installed toolchain spares of `key` run in (None: the default's, or one removed since)."""
+    chain = key_parts(key)[2]
+    return None if chain == DEFAULT_TOOLCHAIN else toolchain_envs.find(chain, config.toolchains_dir)
 
 
 @dataclass
@@ -264,7 +284,7 @@ class Spares:
         node: a GPU driver does not survive a fork once initialised, and a warm-up initialises it
         (Inductor's cache key asks the current CUDA device: CacheBase.get_system), so there each
         spare is a process of its own."""
-        language, _, kind = key.partition("@")
+        language, kind, _ = key_parts(key)
         pipeline = registry.get(language)
         return (self.config.spare_workers > 0 and self.config.spare_template_slots > 0 and self.config.use_bwrap
                 and bool(pipeline.prewarm_modules) and kind in pipeline.template_kinds
@@ -301,14 +321,17 @@ class Spares:
     def _start_process(self, key: str, export: str = "") -> list[Spare]:
         language = key_language(key)
         if self.uses_templates(key):
-            template = Template(self.config, key, language, export)
+            template = Template(self.config, spare_for(key), language, export, key_toolchain(self.config, key))
             self._templates.append(template)
             return [Spare(job.job_dir, job, template.started, template) for job in template.jobs()]
         job_dir = os.path.join(self.config.data_dir, "jobs", "spare-" + uuid.uuid4().hex[:12])
         job_dirs.prepare(job_dir, self.config.user, self.config.job_disk_bytes)
-        env, binds = job_process.environment(self.config, language, toolchain(language), IRSCOPE_SPARE_FOR=key)
+        chain = key_toolchain(self.config, key)
+        env, binds = job_process.environment(self.config, language, toolchain(language, chain), chain,
+                                             IRSCOPE_SPARE_FOR=spare_for(key))
         # The wall clock starts when the spare is handed a job, not while it waits for one.
-        proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds), self.config.job, clock=False)
+        proc = sandbox.Sandboxed(job_process.spec(self.config, job_dir, env, binds, chain), self.config.job,
+                                 clock=False)
         return [Spare(job_dir, proc, time.monotonic())]
 
     def release_stale(self) -> None:
