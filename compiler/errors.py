@@ -70,6 +70,13 @@ class ErrorKind(StrEnum):
 REUSED_KINDS = frozenset(kind for kind in ErrorKind if kind.reused)
 
 
+class UserFacing(Exception):
+    """An exception irscope's own code raises in the job to tell the user what their program asked
+    for cannot be (a launch or a benchmark on a virtual GPU, a dtype CuTe has no type for): the
+    user's line is named, as for the program's own errors. Any other exception raised by irscope's
+    code is irscope's bug (compiler/user_code.py: raised_in_irscope)."""
+
+
 class Refused(Exception):
     """A request the service turns down: its kind (how to answer it), the sentence saying why and
     what to do, and when it may be asked again (seconds; None: not a matter of waiting)."""

@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import Any, Callable, Iterator
 
-from compiler.errors import ErrorKind
+from compiler.errors import ErrorKind, UserFacing
 from compiler.model import JobSettings
 from compiler.pipeline import JobContext, UserError
 
@@ -212,7 +212,25 @@ def user_error(exc: BaseException, path: str, limits: JobSettings, kind: ErrorKi
                          "file-size limit (setting file_size_limit_mb)", line)
     if isinstance(exc, SyntaxError) and exc.filename == path:
         return UserError(ErrorKind.SyntaxError, f"line {exc.lineno}: {exc.msg}", exc.lineno)
+    raised_by = raised_in_irscope(exc)
+    if raised_by is not None:
+        # irscope's own code raised it (a hook, a recorder, a shim): irscope's fault, whichever
+        # line of the user's was running; the user's line is said, not blamed
+        return UserError(ErrorKind.InternalError, f"irscope's own code failed ({raised_by}: {describe(exc)})"
+                         + (f" while running your line {line}" if line else while_doing)
+                         + "; this is irscope's bug, not your program's", None)
     return UserError(kind, where + (f"{during}: " if during and not line else "") + describe(exc), line)
+
+
+def raised_in_irscope(exc: BaseException) -> str | None:
+    """Where in irscope's own code (`compiler/<file>.py, line N`) the exception was raised, when
+    the frame that raised it is irscope's (not the user's, not a compiler's or the library's
+    that irscope called); None otherwise."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if isinstance(exc, UserFacing) or not frames or not frames[-1].filename.startswith(_IRSCOPE_CODE[0]):
+        return None
+    relative = frames[-1].filename[len(os.path.dirname(_IRSCOPE_CODE[0].rstrip(os.sep))) + 1:]
+    return f"{relative}, line {frames[-1].lineno}"
 
 
 def run_user_file(path: str, limits: JobSettings) -> tuple[dict[str, Any], str]:

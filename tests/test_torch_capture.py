@@ -172,3 +172,32 @@ def test_tracebacks_keep_the_users_frames_and_say_how_many_of_irscopes_were_cut(
            "    print(\"hi\")" in cut
     assert "symbolic_convert.py\", line 1076, in wrapper\n    return inner_fn(self, inst)" in cut
     assert user_code.cut_irscope_frames("no traceback here") == "no traceback here"
+
+
+def test_an_exception_irscopes_own_code_raised_is_irscopes_fault_not_the_users_line(tmp_path):
+    """A hook, recorder or shim of irscope's that fails while the user's line runs is an
+    InternalError naming irscope's file; the same line failing in the library it called is the
+    user's, with the line; an exception irscope raises on purpose for the user names the line."""
+    from compiler import user_code
+    from compiler.errors import ErrorKind
+    from compiler.model import JobSettings
+    from compiler.pipeline import UserError
+
+    def error_of(source: str) -> UserError:
+        path = tmp_path / "prog.py"
+        path.write_text(source)
+        with pytest.raises(UserError) as e:
+            user_code.run_user_file(str(path), JobSettings())
+        return e.value
+
+    ours = error_of("from compiler.pipeline import lacks_release\n\nx = 1\nlacks_release(None, 'torch', (), 'f')\n")
+    assert ours.error.kind == ErrorKind.InternalError and ours.error.line is None
+    assert ours.error.message.startswith("irscope's own code failed (compiler/pipeline.py, line ")
+    assert "while running your line 4; this is irscope's bug" in ours.error.message
+    theirs = error_of("import torch\n\nx = 1\ntorch.zeros(2) @ torch.zeros(3)\n")
+    assert theirs.error.kind == ErrorKind.UserCodeError and theirs.error.line == 4
+    assert theirs.error.message.startswith("line 4: RuntimeError")
+    # raised in irscope's code on purpose (UserFacing): a dtype CuTe has no element type for
+    for_them = error_of("import torch\nfrom compiler.cute.capture import cute_dtype\n\ncute_dtype(torch.complex64)\n")
+    assert for_them.error.kind == ErrorKind.UserCodeError and for_them.error.line == 4
+    assert "has no CuTe element type" in for_them.error.message

@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Any, Iterator
 
+from compiler.errors import UserFacing
 from compiler.targets import GpuTarget
 
 DUMP_DIR = "cute-dump"
@@ -168,6 +169,10 @@ class VirtualLaunches:
                 setattr(owner, name, value)
 
 
+class NoCuteType(UserFacing, TypeError):
+    """A tensor of a dtype CuTe has no element type for, passed to a CuTe kernel."""
+
+
 def cute_dtype(dtype: Any) -> Any:
     """CuTe's element type for a torch dtype, as `from_dlpack` reads it from the DLPack dtype."""
     import cutlass
@@ -178,6 +183,6 @@ def cute_dtype(dtype: Any) -> Any:
              torch.bool: cutlass.Boolean, torch.float8_e4m3fn: cutlass.Float8E4M3FN,
              torch.float8_e5m2: cutlass.Float8E5M2}
     if dtype not in table:
-        raise TypeError(f"a {dtype} tensor has no CuTe element type here (known: "
+        raise NoCuteType(f"a {dtype} tensor has no CuTe element type here (known: "
                         f"{', '.join(str(d).removeprefix('torch.') for d in table)})")
     return table[dtype]

@@ -31,6 +31,7 @@ import time
 import types
 from typing import Any, Iterator
 
+from compiler.errors import UserFacing
 from compiler.targets import GpuTarget
 
 TORCH_VERSION = "2.13"
@@ -59,6 +60,10 @@ FIDELITY_NOTES = (
     "Device properties (SM count, shared memory, L2) are the published figures of the product named "
     "in the target; Inductor's heuristics read them.",
 )
+
+
+class VirtualTargetError(UserFacing, RuntimeError):
+    """The program asked a virtual GPU for what only a real one does (launch, benchmark)."""
 
 
 class ShimVersionError(RuntimeError):
@@ -133,7 +138,7 @@ def _compile_only_driver_class(target: GpuTarget) -> type:
             return True
 
         def map_python_to_cpp_type(self, ty: str) -> str:
-            raise RuntimeError("compile-only driver: no launcher can be built")
+            raise VirtualTargetError("compile-only driver: no launcher can be built")
 
         def get_current_target(self) -> Any:
             return self.target
@@ -143,7 +148,7 @@ def _compile_only_driver_class(target: GpuTarget) -> type:
             return torch.device("cuda", 0)
 
         def get_benchmarker(self) -> Any:
-            raise RuntimeError("compile-only driver: a virtual target cannot be benchmarked")
+            raise VirtualTargetError("compile-only driver: a virtual target cannot be benchmarked")
 
         def get_current_device(self) -> int:
             return 0
