@@ -215,22 +215,25 @@ def user_error(exc: BaseException, path: str, limits: JobSettings, kind: ErrorKi
     raised_by = raised_in_irscope(exc)
     if raised_by is not None:
         # irscope's own code raised it (a hook, a recorder, a shim): irscope's fault, whichever
-        # line of the user's was running; the user's line is said, not blamed
-        return UserError(ErrorKind.InternalError, f"irscope's own code failed ({raised_by}: {describe(exc)})"
-                         + (f" while running your line {line}" if line else while_doing)
-                         + "; this is irscope's bug, not your program's", None)
+        # line of the user's was running; the user's line is said, not blamed. The traceback goes
+        # to the worker log.
+        traceback.print_exception(exc, file=sys.stderr)
+        return UserError(ErrorKind.InternalError, f"irscope's own code failed in {raised_by}: {describe(exc)}"
+                         + (f", while running your line {line}" if line else while_doing)
+                         + ". This is irscope's bug, not your program's: please report this job (its worker log "
+                           "has the traceback)", None)
     return UserError(kind, where + (f"{during}: " if during and not line else "") + describe(exc), line)
 
 
 def raised_in_irscope(exc: BaseException) -> str | None:
-    """Where in irscope's own code (`compiler/<file>.py, line N`) the exception was raised, when
+    """Where in irscope's own code (`function (compiler/<file>.py, line N)`) the exception was raised, when
     the frame that raised it is irscope's (not the user's, not a compiler's or the library's
     that irscope called); None otherwise."""
     frames = traceback.extract_tb(exc.__traceback__)
     if isinstance(exc, UserFacing) or not frames or not frames[-1].filename.startswith(_IRSCOPE_CODE[0]):
         return None
     relative = frames[-1].filename[len(os.path.dirname(_IRSCOPE_CODE[0].rstrip(os.sep))) + 1:]
-    return f"{relative}, line {frames[-1].lineno}"
+    return f"{frames[-1].name} ({relative}, line {frames[-1].lineno})"
 
 
 def run_user_file(path: str, limits: JobSettings) -> tuple[dict[str, Any], str]:

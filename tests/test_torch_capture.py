@@ -192,8 +192,9 @@ def test_an_exception_irscopes_own_code_raised_is_irscopes_fault_not_the_users_l
 
     ours = error_of("from compiler.pipeline import lacks_release\n\nx = 1\nlacks_release(None, 'torch', (), 'f')\n")
     assert ours.error.kind == ErrorKind.InternalError and ours.error.line is None
-    assert ours.error.message.startswith("irscope's own code failed (compiler/pipeline.py, line ")
-    assert "while running your line 4; this is irscope's bug" in ours.error.message
+    assert ours.error.message.startswith("irscope's own code failed in lacks_release (compiler/pipeline.py, line ")
+    assert "while running your line 4. This is irscope's bug" in ours.error.message
+    assert "please report this job" in ours.error.message
     theirs = error_of("import torch\n\nx = 1\ntorch.zeros(2) @ torch.zeros(3)\n")
     assert theirs.error.kind == ErrorKind.UserCodeError and theirs.error.line == 4
     assert theirs.error.message.startswith("line 4: RuntimeError")

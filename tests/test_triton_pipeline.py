@@ -732,6 +732,27 @@ def test_schema_imports_no_compiler():
     assert "cuda:sm_90" in done.stdout and "hip:gfx942" in done.stdout
 
 
+def test_a_recorder_that_raises_is_irscopes_internal_error_not_the_launch_line(tmp_path):
+    """irscope's launch recorder broken (one of the helpers it calls is gone): the job's error is an
+    InternalError naming the recorder's function and file, with no line of the user's blamed, and
+    the traceback in the worker's output."""
+    out = str(tmp_path / "broken")
+    code = (f"import sys; sys.path.insert(0, {ROOT!r})\n"
+            "from compiler import registry\nfrom compiler.kernels import launches\n"
+            "launches._describe_arg = None  # the recorder's first call now raises inside the recorder\n"
+            "from testbed.bundle_jobs import run_job\n"
+            f"run_job('triton', registry.get('triton').example, {{'target': 'cuda:sm_90'}}, {out!r})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    from testbed.bundle_jobs import Job
+    error = Job(out).error
+    assert error["kind"] == "InternalError" and error["line"] is None
+    assert error["message"].startswith("irscope's own code failed in _record (compiler/kernels/launches.py, line ")
+    assert "TypeError: 'NoneType' object is not callable, while running your line" in error["message"]
+    assert 'File "' + ROOT + '/compiler/kernels/launches.py"' in done.stderr  # the traceback, for the report
+
+
 @pytest.mark.gpu
 def test_real_gpu_runs_and_times_every_launch(tmp_path):
     """On a CUDA machine (bench/gpu_check.py): target auto runs the program and times launches."""
