@@ -222,7 +222,30 @@ def user_error(exc: BaseException, path: str, limits: JobSettings, kind: ErrorKi
                          + (f", while running your line {line}" if line else while_doing)
                          + ". This is irscope's bug, not your program's: please report this job (its worker log "
                            "has the traceback)", None)
-    return UserError(kind, where + (f"{during}: " if during and not line else "") + describe(exc), line)
+    return UserError(kind, where + (f"{during}: " if during and not line else "") + describe(exc)
+                     + _no_network(exc), line)
+
+
+def _no_network(exc: BaseException) -> str:
+    """A sentence for a failure to reach the network (a download from a hub, an address looked
+    up): jobs have none, and what to do instead; "" for any other failure."""
+    import socket
+    chain, current = [], exc
+    while current is not None and len(chain) < 20:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    text = " ".join(str(e) for e in chain)
+    network = any(isinstance(e, (socket.gaierror, ConnectionError)) or "ConnectionError" in type(e).__name__
+                  for e in chain) or re.search(r"couldn't connect to|Name or service not known|Network is unreachable"
+                                               r"|Temporary failure in name resolution", text)
+    if not network:
+        return ""
+    sentence = "\n(irscope: a job has no network, so nothing can be downloaded."
+    if "huggingface" in text.lower():
+        sentence += (" Build the model from its config instead, with random weights: the compiled code is the same "
+                     "(`AutoModelForCausalLM.from_config(AutoConfig.for_model('llama', ...))`, or "
+                     "`LlamaForCausalLM(LlamaConfig(...))`)")
+    return sentence + ")"
 
 
 def raised_in_irscope(exc: BaseException) -> str | None:

@@ -297,7 +297,26 @@ def get_init_inputs():
     return [image_size, patch_size, dim]
 """
 
+# A Hugging Face model built from a config, as model code does without weights (transformers is in
+# the job environment, pinned); and one that asks the hub for weights, which a job cannot reach.
+HF_FROM_CONFIG = """import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+model = LlamaForCausalLM(config).eval()
+example_inputs = (torch.randint(0, 256, (1, 16)),)
+"""
+HF_FROM_PRETRAINED = """import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+example_inputs = (torch.randint(0, 256, (1, 16)),)
+"""
+
 JOBS = {
+    "hf_config": (HF_FROM_CONFIG, {}),
+    "hf_pretrained": (HF_FROM_PRETRAINED, {}),
     "kb_einops": (KERNELBENCH_EINOPS, {}),
     "kb12_host": (KERNELBENCH_12GB, {}),
     "kb12_sm90": (KERNELBENCH_12GB, {"target": "cuda:sm_90"}),
@@ -350,6 +369,24 @@ def test_a_kernelbench_model_importing_einops_compiles_and_runs(jobs):
     assert "einops/_backends.py" in graph and "l_img_.reshape([2, 3, 4, 8, 4, 8])" in graph, graph[:2000]
     assert ".permute([0, 2, 4, 3, 5, 1])" in graph and "reshape([2, 16, 192])" in graph
     assert job["timings"]["run"]["compiled_ms"] > 0 and "inductor.output_code:0/0" in jobs.keys("kb_einops")
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_transformers_model_built_from_its_config_compiles_and_from_pretrained_says_there_is_no_network(jobs):
+    job = jobs.job("hf_config")
+    assert job["status"] == "done", job["error"]
+    # Dynamo traced transformers' own Llama code: its RMSNorm and rotary embedding, fused by Inductor
+    graph = jobs.text("hf_config", "dynamo.fx_graph:0/0")
+    assert "transformers/models/llama/modeling_llama.py" in graph and "torch.rsqrt(" in graph, graph[:2000]
+    kernels = [k for k in jobs.keys("hf_config") if k.startswith("kernel:")]
+    assert any("rsqrt" in k for k in kernels) and any("cos" in k and "sin" in k for k in kernels), kernels
+    assert job["timings"]["run"]["compiled_ms"] > 0
+    failed = jobs.job("hf_pretrained")
+    assert failed["status"] == "failed" and failed["error"]["kind"] == "UserCodeError"
+    assert failed["error"]["line"] == 4 and "couldn't connect to 'https://huggingface.co'" in failed["error"]["message"]
+    assert "a job has no network" in failed["error"]["message"] and "LlamaForCausalLM(LlamaConfig(" in \
+        failed["error"]["message"]
 
 
 @needs_bwrap
