@@ -58,6 +58,9 @@ def test_the_kernel_resources_table_shows_each_kernel_and_opens_its_metadata(wat
     row = page.locator(f'#pane .resources-table tr[data-kernel="{first["kernel"]}"]')
     assert row.locator(".registers").inner_text().strip() == str(first["registers"])
     assert f'{first["occupancy"]["percent"]} %' in row.locator(".occupancy").inner_text()
+    # the lines of the user's source the kernel came from, as ranges, first and last among them
+    shown = row.locator("td.lines").inner_text().strip()
+    assert shown.startswith(str(first["lines"][0])) and shown.endswith(str(first["lines"][-1])), shown
     row.locator("a").first.click()  # the kernel's name opens its metadata, as a lesson's link does
     page.wait_for_selector(f'#pane .artifact[data-key="{first["stage"]}"]')
     assert f'"registers": {first["registers"]}' in page.inner_text("#pane .artifact-body")

@@ -519,6 +519,15 @@ def test_every_kernel_has_a_row_of_resources_with_its_occupancy(jobs, target):
             assert row["sgprs"] == int(re.search(r"\.sgpr_count:\s+(\d+)", listing).group(1))
     matmul = next(r for r in table["kernels"] if r["kernel"] == "matmul_kernel")
     assert matmul["config"] == {"BM": 128, "BN": 128, "BK": 32, "sak": 1, "sbn": 1, "scn": 1}
+    # each kernel's source lines: those its TTIR's locations name, its def line to its end
+    defs = [(n, line.split("def ", 1)[1].split("(")[0]) for n, line in enumerate(KERNELS.splitlines(), start=1)
+            if line.startswith("def ")]
+    for row in table["kernels"]:
+        start = next(n for n, name in defs if name == row["kernel"])
+        end = next((n for n, _ in defs if n > start), len(KERNELS.splitlines()) + 1)
+        ttir = job.text(f"triton.ttir:{row['kernel']}")
+        assert row["lines"] and all(start <= line < end for line in row["lines"]), (row["kernel"], row["lines"])
+        assert f"kernels.py\":{row['lines'][-1]}:" in ttir
     assert not any(r["spills"] for r in table["kernels"]) and job.stages["kernels.resources"]["meta"]["spilling"] == []
 
 

@@ -38,8 +38,22 @@ def _occupancy(occ: formats.Occupancy | None) -> str:
             f'<td class="limited-by">{escape(", ".join(occ.limited_by))}</td>')
 
 
-_COLUMNS = ("kernel", "target", "warps", "stages", "config", "registers / thread", "spill stores", "spill loads",
-            "stack", "local", "static shared", "dynamic shared", "occupancy (theoretical)", "limited by")
+def _lines(lines: list[int]) -> str:
+    """The user's lines as ranges ("12-19, 23"), sortable by the first."""
+    if not lines:
+        return '<td class="lines na">-</td>'
+    runs: list[list[int]] = []
+    for line in lines:
+        if runs and line == runs[-1][1] + 1:
+            runs[-1][1] = line
+        else:
+            runs.append([line, line])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+    return f'<td class="lines" title="lines of your source this kernel\'s code came from">{text}</td>'
+
+
+_COLUMNS = ("kernel", "source lines", "target", "warps", "stages", "config", "registers / thread", "spill stores",
+            "spill loads", "stack", "local", "static shared", "dynamic shared", "occupancy (theoretical)", "limited by")
 
 
 def render(text: str, meta: dict[str, Any]) -> str:
@@ -57,7 +71,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
             f'<td><a href="#stage={quote(k.stage, safe="")}">{escape(k.kernel)}</a>'
             + (' <span class="badge spill-flag" title="ptxas moved registers to local memory">spills</span>'
                if k.spills else "")
-            + f'</td><td>{escape(k.target)}</td><td>{_n(k.num_warps)}</td><td>{_n(k.num_stages)}</td>'
+            + f'</td>{_lines(k.lines)}<td>{escape(k.target)}</td><td>{_n(k.num_warps)}</td><td>{_n(k.num_stages)}</td>'
             f'<td class="config"><code>{escape(config)}</code></td>'
             f'<td class="registers">{_n(k.registers)}' + (f' <span class="sgprs">({k.sgprs} SGPRs)</span>'
                                                         if k.sgprs is not None else "") + '</td>'

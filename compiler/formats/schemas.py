@@ -316,6 +316,7 @@ class KernelResource(Record):
     spills: bool = False
     occupancy: Occupancy | None = None
     source: str = ""  # where the numbers come from
+    lines: list[int] = []  # the user's source lines the kernel's code came from (its TTIR's locations)
 
 
 class KernelResources(Record):

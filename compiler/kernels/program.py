@@ -244,7 +244,7 @@ class TritonProgramPipeline(Pipeline):
             bundle.progress(f"writing stages of {qualifier}")
             located, source, to_user = self._kernel_source(record, path)
             rows.append(write_kernel_stages(bundle, record, qualifier, workdir, located, python_source=source,
-                                            map_to_user=to_user,
+                                            map_to_user=to_user, users_file=True,
                                             extra_meta={"virtual": target_info["virtual"],
                                                         "executed": not target_info["virtual"]}))
         write_resource_table(bundle, rows, "Triton")

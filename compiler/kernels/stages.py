@@ -39,7 +39,8 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                         source_map_file: str, python_source: tuple[str, int] | None = None,
                         map_to_user: Callable[[int], int | None] | None = None,
                         extra_meta: dict[str, Any] | None = None, group: str = "Triton",
-                        disassembly: Callable[[], str | None] | None = None) -> formats.KernelResource:
+                        disassembly: Callable[[], str | None] | None = None,
+                        users_file: bool = False) -> formats.KernelResource:
     """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`; returns
     the kernel's row of the job's resource table (compiler/kernels/resources.py: `write_resource_table`).
 
@@ -48,7 +49,8 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     line of that file into a line of the user's pasted source (identity when it is that source);
     lines it returns None for stay unmapped. `disassembly`, where the caller started nvdisasm on
     the cubin already (`disassemble_sass`), waits for its listing; it is asked once the stages
-    before SASS are written (else nvdisasm runs here then).
+    before SASS are written (else nvdisasm runs here then). `users_file`: the mapped lines are the
+    user's own (not a generated module's), so the row names them (`KernelResource.lines`).
     """
     to_user = map_to_user or (lambda line: line)
 
@@ -63,6 +65,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     base_meta = {"kernel": record.name, "hash": record.hash, "target": _target_name(record.metadata.get("target")),
                  **(extra_meta or {})}
     located = IrLinks(qualifier)
+    user_lines: set[int] = set()
 
     if python_source is not None:
         text, first = python_source
@@ -73,8 +76,10 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     for ext, title in (("ttir", "TTIR"), ("ttgir", "TTGIR")):
         text = record.asm(ext)
         if isinstance(text, str):
-            bundle.add(f"triton.{ext}:{qualifier}", f"{title} {qualifier}", group, "mlir", text,
-                       source_map=user_map(mlir_text.source_map(text, source_map_file)),
+            mapped = user_map(mlir_text.source_map(text, source_map_file))
+            if not user_lines:  # TTIR's; Gluon starts at TTGIR
+                user_lines = {line for _, line in mapped}
+            bundle.add(f"triton.{ext}:{qualifier}", f"{title} {qualifier}", group, "mlir", text, source_map=mapped,
                        meta={**base_meta, **located.meta(ext, mlir_text.line_location_chains(text),
                                                          "MLIR loc() attributes (#loc aliases, call sites, "
                                                          "fused and name locations)")})
@@ -165,6 +170,8 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
         metadata["amdgcn_usage"] = parse_amdgcn_usage(amdgcn)
         metadata["registers"] = metadata["amdgcn_usage"].get("vgpr_count")
     row = resource_row(record, qualifier, metadata, f"triton.metadata:{qualifier}")
+    if users_file:
+        row.lines = sorted(user_lines)
     if row.occupancy is not None:
         metadata["occupancy"] = msgspec.to_builtins(row.occupancy)
     metadata.update({k: v for k, v in (extra_meta or {}).items() if k not in metadata})
