@@ -56,9 +56,10 @@ EXPLANATIONS: dict[str, str] = {
     "inductor.estimates": "Inductor's scheduler's own figures for each kernel after fusion: the bytes it reads and "
                           "writes and, for GPU kernels it can place on a roofline, its estimated runtime. "
                           "Estimates, not measurements.",
-    "kernels.resources": "Every compiled GPU kernel, one row per config: warps, stages, registers per thread, "
-                         "spills, shared memory and the theoretical occupancy on its target, from the compiler's "
-                         "own metadata and ptxas. Sort by a column; a kernel's name opens its metadata.",
+    "kernels.resources": "Every compiled GPU kernel, one row per config: the lines of your source it came from, "
+                         "warps, stages, registers per thread, spills, shared memory and the theoretical occupancy "
+                         "on its target, from the compiler's own metadata and ptxas. Sort by a column; a kernel's "
+                         "name opens its metadata.",
     "run.kernels": "PyTorch's profiler over one call of the compiled model: which operators and kernels ran, how "
                    "often, and the time each took on the CPU and the device.",
     "run.notices": "What irscope answered for your program instead of running it as written on a virtual GPU (a "
