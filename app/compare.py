@@ -16,7 +16,7 @@ from app.examples import changed_options, offered
 from app.http_policy import client_address, embeddable
 from app.ide import form_options, toolchain_choices
 from compiler.model import Request
-from compiler.pipeline import chosen_toolchain
+from compiler.pipeline import DEFAULT_TOOLCHAIN, TOOLCHAIN_OPTION, chosen_toolchain
 from service import job_diff
 from service.jobs import RequestError
 from service.store import Job
@@ -71,8 +71,9 @@ def differences(a: Request, b: Request) -> list[tuple[str, Any, Any]]:
     if a.source != b.source:
         out.append(("source", f"{a.source.count(chr(10)) + 1} lines", f"{b.source.count(chr(10)) + 1} lines"))
     for name in dict.fromkeys([*a.options, *b.options]):
-        if a.options.get(name) != b.options.get(name):
-            out.append((name, a.options.get(name), b.options.get(name)))
+        left_out = DEFAULT_TOOLCHAIN if name == TOOLCHAIN_OPTION else None  # a default job leaves it out
+        if a.options.get(name, left_out) != b.options.get(name, left_out):
+            out.append((name, a.options.get(name, left_out), b.options.get(name, left_out)))
     return out
 
 
