@@ -10,7 +10,6 @@ is named otherwise) are compiled once, at the same time; every test reads them, 
 and MCP's compiles of the same requests are answered from the store."""
 from __future__ import annotations
 
-import json
 import re
 import urllib.request
 from urllib.parse import quote
@@ -19,7 +18,6 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from compiler import registry
 from service import toolchain_envs
 from testbed.real_servers import Serve, http, wait_job
 from tests.browser import BROWSER_MARKS, wait_finished
@@ -52,14 +50,10 @@ def server(served):
 
 @pytest.fixture(scope="module")
 def jobs(served) -> dict:
-    """cos on the default toolchain and on torch-2.14.1, sin on the default, Triton's example for a
-    virtual sm_90 on the default (Triton 3.9) and on triton-3.8.0; each job's JSON."""
-    triton = registry.get("triton").example
+    """cos on the default toolchain and on torch-2.14.1, sin on the default; each job's JSON."""
     requests = {"default": ("pytorch", MODEL.format(op="cos"), {}),
                 OTHER: ("pytorch", MODEL.format(op="cos"), {"toolchain": OTHER}),
-                "renamed": ("pytorch", MODEL.format(op="sin"), {}),
-                "triton": ("triton", triton, {"target": "cuda:sm_90"}),
-                "triton-3.8.0": ("triton", triton, {"target": "cuda:sm_90", "toolchain": "triton-3.8.0"})}
+                "renamed": ("pytorch", MODEL.format(op="sin"), {})}
     started = {}
     for name, (language, source, options) in requests.items():
         status, body = http(served.base, "/api/compile", {"language": language, "source": source,
@@ -180,30 +174,6 @@ def test_a_kernel_named_otherwise_is_paired_by_the_source_lines_it_came_from(ser
     assert (pair["b"], pair["how"], pair["same"]) == (kernel_b, "source lines", False)
     assert not any(p["b"] == kernel_b and p["a"] is None for p in compared["pairs"])
     assert next(p for p in compared["pairs"] if p["a"] == "source")["same"] is False
-
-
-def test_a_triton_kernel_on_two_releases_is_compared_kernel_by_kernel(served, jobs):
-    a, b = jobs["triton"], jobs["triton-3.8.0"]
-    compared = _comparison(served.base, a["id"], b["id"])
-    ptx = [p for p in compared["pairs"] if p["a"] and p["a"].startswith("triton.ptx:")]
-    assert ptx and all(p["b"] for p in ptx), compared["pairs"]
-    resources = {side: {row["kernel"]: row for row in json.loads(_text(served.base, job["id"], "kernels.resources"))
-                        ["kernels"]} for side, job in (("a", a), ("b", b))}
-    rows = [r for r in compared["summary"] if r["kernel"]]
-    for p in ptx:
-        kernel = p["a"].split(":", 1)[1]
-        counted = {r["what"]: r for r in rows if r["stage_a"] in (p["a"], "kernels.resources") and
-                   r["kernel"] in (kernel, f"{kernel} → {p['b'].split(':', 1)[1]}")}
-        for side, job, key in (("a", a, p["a"]), ("b", b, p["b"])):
-            statements = [line.strip() for line in _text(served.base, job["id"], key).split("\n")
-                          if line.strip().endswith(";") and not line.strip().startswith((".", "//"))]
-            assert counted["PTX instructions"][side] == len(statements) > 0
-            assert any(s.startswith("ret;") for s in statements)
-            row = resources[side][key.split(":", 1)[1]]
-            assert counted["registers"][side] == row["registers"] > 0
-            assert counted["spilled bytes"][side] == (row["spill_stores_bytes"] or 0) + (row["spill_loads_bytes"] or 0)
-            assert counted["shared memory bytes"][side] == ((row["static_shared_bytes"] or 0) +
-                                                            (row["dynamic_shared_bytes"] or 0))
 
 
 def test_mcp_lists_the_toolchains_and_compiles_in_one(served, jobs):
