@@ -7,6 +7,7 @@ from app import services
 from app.http_policy import RAW_TEXT_POLICY, client_address
 from compiler import registry
 from compiler.errors import ErrorKind, Refused
+from service import toolchain_envs
 from service.glance import glance
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -82,6 +83,14 @@ def languages():
             {"name": o.name, "kind": o.kind, "default": o.default, "help": o.help, "choices": list(o.choices)}
             for o in p.options]})
     return jsonify({"languages": out})
+
+
+@bp.get("/toolchains")
+def toolchains():
+    """The installed toolchains (the default first): versions, size, the offered languages each
+    serves, what each supports; a job names one with option `toolchain`."""
+    config = services().jobs.config
+    return jsonify({"toolchains": toolchain_envs.listing(config.toolchains_dir, config.languages)})
 
 
 @bp.get("/stats")

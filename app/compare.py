@@ -14,8 +14,10 @@ from app import lessons as lesson_files
 from app.api import not_found
 from app.examples import changed_options, offered
 from app.http_policy import client_address, embeddable
-from app.ide import form_options
+from app.ide import form_options, toolchain_choices
 from compiler.model import Request
+from compiler.pipeline import DEFAULT_TOOLCHAIN, TOOLCHAIN_OPTION, chosen_toolchain
+from service import job_diff
 from service.jobs import RequestError
 from service.store import Job
 from viewers import compare as compare_viewer
@@ -69,8 +71,9 @@ def differences(a: Request, b: Request) -> list[tuple[str, Any, Any]]:
     if a.source != b.source:
         out.append(("source", f"{a.source.count(chr(10)) + 1} lines", f"{b.source.count(chr(10)) + 1} lines"))
     for name in dict.fromkeys([*a.options, *b.options]):
-        if a.options.get(name) != b.options.get(name):
-            out.append((name, a.options.get(name), b.options.get(name)))
+        left_out = DEFAULT_TOOLCHAIN if name == TOOLCHAIN_OPTION else None  # a default job leaves it out
+        if a.options.get(name, left_out) != b.options.get(name, left_out):
+            out.append((name, a.options.get(name, left_out), b.options.get(name, left_out)))
     return out
 
 
@@ -85,7 +88,10 @@ def _context(comparison_id: str, with_sources: bool = True) -> dict[str, Any]:
     source_diff = diffs().render(("sources", a.id, b.id), a.request.source, b.request.source, "A: source",
                                  "B: source") if with_sources and finished and a.request.source != b.request.source \
         else ""
+    # every stage paired and what changed, counted (service/job_diff.py): the page's, not the poll's
+    changed = job_diff.compare(services().store, a, b) if with_sources and finished else None
     return {"cid": comparison_id, "a": a, "b": b, "lesson": lesson, "stage_a": stage_a, "stage_b": stage_b,
+            "job_diff": changed,
             "differences": differences(a.request, b.request), "finished": finished,
             "poll_ms": services().web.poll_interval_ms, "source_diff": source_diff,
             "timings": compare_viewer.timings(a.timings, b.timings)}
@@ -105,8 +111,11 @@ def new_form():
     if job is None:
         abort(404, f"no job {request.args.get('job')!r}")
     from compiler import registry
+    # "compare with… another version" names B's toolchain; otherwise B starts in A's
+    chosen = request.args.get("toolchain") or chosen_toolchain(job.request.options)
     return render_template("compare_new.html", job=job, current=registry.get(job.request.language),
-                           options=dict(job.request.options), changed=changed_options(job.request))
+                           options=dict(job.request.options), changed=changed_options(job.request),
+                           toolchains=toolchain_choices(job.request.language, chosen), chosen_toolchain=chosen)
 
 
 @bp.post("/compare")
@@ -133,7 +142,10 @@ def page(comparison_id: str):
 @bp.get("/c/<comparison_id>.json")
 def as_json(comparison_id: str):
     a, b = _jobs(comparison_id)
-    return jsonify({"id": comparison_id, "a": a.to_json(), "b": b.to_json()})
+    body = {"id": comparison_id, "a": a.to_json(), "b": b.to_json()}
+    if a.finished and b.finished:  # every stage paired, and what changed (service/job_diff.py)
+        body.update(job_diff.compare(services().store, a, b).to_json())
+    return jsonify(body)
 
 
 @bp.get("/c/<comparison_id>/status")

@@ -16,8 +16,8 @@ from app.lessons import for_request
 from app.refusals import renders_page
 from compiler import formats, registry
 from compiler.errors import Refused
-from compiler.pipeline import OptionError
-from service import stage_reader
+from compiler.pipeline import DEFAULT_TOOLCHAIN, TOOLCHAIN_OPTION, OptionError, chosen_toolchain
+from service import stage_reader, toolchain_envs
 from service.glance import glance
 from service.jobs import RequestError
 from service.store import Job
@@ -79,6 +79,19 @@ def _first_sentence(text: str) -> tuple[str, str]:
     return (parts[0], parts[1]) if len(parts) == 2 and len(parts[0]) < len(text) else (text, "")
 
 
+def toolchain_choices(language: str, chosen: str = DEFAULT_TOOLCHAIN) -> list[dict]:
+    """The installed toolchains that serve `language` (the default first), each with the versions
+    of what compiles it, for a toolchain picker; `chosen` is listed even when it serves no more
+    (a job's toolchain removed since), so its page shows what it ran in."""
+    config = services().jobs.config
+    rows = toolchain_envs.listing(config.toolchains_dir, config.languages)
+    out = [{"name": r["name"], "label": toolchain_envs.main_versions(r, language), "default": r["default"]}
+           for r in rows if language in r["languages"]]
+    if chosen not in {t["name"] for t in out}:
+        out.append({"name": chosen, "label": "not installed on this server now", "default": False})
+    return out
+
+
 def _bar_context(job: Job) -> dict:
     """What _job_bar.html and its parts need besides the job."""
     svc = services()
@@ -87,7 +100,9 @@ def _bar_context(job: Job) -> dict:
                                                                                    job.id) is not None
     return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.web.poll_interval_ms,
             "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP,
-            "reproducible": reproducible, "glance": glance(svc.store, job)}
+            "reproducible": reproducible, "glance": glance(svc.store, job),
+            "other_toolchains": [t["name"] for t in toolchain_choices(job.request.language)
+                                 if t["name"] != chosen_toolchain(job.request.options)]}
 
 
 def _version(job: Job, position: int | None) -> str:
@@ -102,6 +117,7 @@ def render_ide(job: Job | None = None, link_id: str | None = None, language: str
     current = registry.get(job.request.language if job else (language or langs[0].key))
     options = dict(job.request.options) if job else {o.name: o.default for o in current.options}
     bar = _bar_context(job) if job else {"job": None}
+    chosen = chosen_toolchain(job.request.options) if job else DEFAULT_TOOLCHAIN
     lessons = offered()
     lesson, side = (for_request(lessons, job.request) if job else None) or (None, None)
     # only a job's page (and a permalink's) is framable: never the editor, never the import form
@@ -109,7 +125,8 @@ def render_ide(job: Job | None = None, link_id: str | None = None, language: str
     page = render_template("ide.html", languages=langs, current=current, options=options,
                            source=job.request.source if job else current.example, link_id=link_id,
                            refusal=services().refusal, examples={p.key: p.example for p in langs},
-                           lessons=lessons, lesson=lesson, lesson_side=side, embed=embed, **bar, **extra)
+                           lessons=lessons, lesson=lesson, lesson_side=side, embed=embed,
+                           toolchains=toolchain_choices(current.key, chosen), chosen_toolchain=chosen, **bar, **extra)
     return embeddable(page) if embed else page
 
 
@@ -132,9 +149,10 @@ def job_page(job_id: str):
 
 
 def form_options(language: str) -> dict:
-    """Options from the IDE form: fields named opt.<name>; checkboxes send true when ticked."""
+    """Options from the IDE form: fields named opt.<name>; checkboxes send true when ticked; the
+    toolchain picker's `toolchain`."""
     pipeline = registry.get(language)
-    out = {}
+    out = {TOOLCHAIN_OPTION: request.form[TOOLCHAIN_OPTION]} if request.form.get(TOOLCHAIN_OPTION) else {}
     for option in pipeline.options:
         field = "opt." + option.name
         if option.kind == "bool":
@@ -272,4 +290,7 @@ def options_form():
     if language not in services().jobs.config.languages:
         abort(404)
     p = registry.get(language)
-    return render_template("_options.html", current=p, options={o.name: o.default for o in p.options})
+    # the toolchain picker follows the language (swapped out of band)
+    return render_template("_options.html", current=p, options={o.name: o.default for o in p.options}) + \
+        render_template("_toolchain_picker.html", toolchains=toolchain_choices(language),
+                        chosen_toolchain=DEFAULT_TOOLCHAIN, oob=True)

@@ -34,7 +34,8 @@ from app import lessons as lesson_files
 from app.stage_diffs import Diffs
 from compiler import registry
 from compiler.errors import ErrorKind, Refused
-from service import stage_reader
+from compiler.pipeline import TOOLCHAIN_OPTION
+from service import job_diff, stage_reader, toolchain_envs
 from service.configure import Service
 from service.glance import glance
 from service.store import Job
@@ -223,8 +224,16 @@ class Tools:
                 "note": "a GPU target the server has no device for compiles on a virtual one: every stage, PTX and "
                         "SASS, registers; nothing runs, so there are no timings"}
 
-    def compile(self, client: str, language: str, source: str, options: dict[str, Any] | None) -> tuple[Job, bool]:
-        request = self.svc.jobs.parse({"language": language, "source": source, "options": options or {}})
+    def toolchains(self) -> dict[str, Any]:
+        config = self.svc.jobs.config
+        return {"toolchains": toolchain_envs.listing(config.toolchains_dir, config.languages),
+                "note": "compile's `toolchain` names one (its languages list what it serves); compare_jobs of the "
+                        "same source on two toolchains pairs every stage and counts what changed"}
+
+    def compile(self, client: str, language: str, source: str, options: dict[str, Any] | None,
+                toolchain: str | None = None) -> tuple[Job, bool]:
+        options = dict(options or {}, **({TOOLCHAIN_OPTION: toolchain} if toolchain else {}))
+        request = self.svc.jobs.parse({"language": language, "source": source, "options": options})
         (job, known), = self.svc.admission.submit([request], client)
         return job, known
 
@@ -358,6 +367,8 @@ class Tools:
             key_a, key_b = default_stages(a, b, None)
         if key_a and key_b:
             out["diff"] = self._diff(a, key_a, b, key_b)
+        changed = job_diff.compare(self.svc.store, a, b).to_json()  # what changed, counted; pairs on the page
+        out["changes"] = {k: changed[k] for k in ("paired", "changed", "summary")}
         return out
 
     def kernel_resources(self, job_id: str) -> dict[str, Any]:
@@ -450,14 +461,24 @@ def build(backend: Backend) -> MCPServer:
                              "up to `wait_s` seconds (at most the server's mcp_compile_wait_s); if it has not "
                              "finished by then, call job_status with the job id. A request compiled before is "
                              "answered at once (cached: true). Refusals (rate limit, full queue) are MCP errors "
-                             "whose data names the kind.\n\n" + STAGE_GUIDE)
+                             "whose data names the kind. `toolchain`: an installed toolchain to compile in (another "
+                             "release of torch, triton or jax; list_toolchains), the server's own by default.\n\n"
+                             + STAGE_GUIDE)
     async def compile(language: str, source: str, options: dict[str, Any] | None = None,
-                      wait_s: float | None = None) -> dict:
+                      wait_s: float | None = None, toolchain: str | None = None) -> dict:
         client = backend.client()
-        job, known = await call(tools.compile, client, language, source, options)
+        job, known = await call(tools.compile, client, language, source, options, toolchain)
         # The job is admitted whether or not this call may wait for it: a refused wait answers at once.
         return await wait(job.id, wait_s, known, lambda refused: {"wait_refused": refused.message,
                                                                   "retry_after_s": refused.retry_after})
+
+    @server.tool(description="The toolchains installed on this server (the default first): each a pinned release "
+                             "of the compilers (versions of torch, triton, helion, jax, jaxlib), the languages it "
+                             "serves and what it supports (virtual GPU targets, XLA:GPU, Helion, AOTInductor). "
+                             "compile's `toolchain` picks one; compare_jobs of the same source on two of them says "
+                             "what the release changed.")
+    async def list_toolchains() -> dict:
+        return await call(tools.toolchains)
 
     @server.tool(description="A job's status, error and stage list (as compile returns them), waiting up to "
                              "`wait_s` seconds (at most the server's mcp_compile_wait_s) for it to finish.")

@@ -42,6 +42,10 @@ def header(request: Request, toolchain: dict[str, str], job_id: str, title: str,
         "",
         what,
         "",
+        f"Install the versions the job was compiled with{_toolchain_named(toolchain)}:",
+        "",
+        f"    {pip_line(toolchain)}",
+        "",
         "Run it with the same versions installed (it warns when they differ):",
         "",
         f"    python {_name(job_id)} [OUT_DIR]      # default: ./{out_dir(job_id)}",
@@ -53,6 +57,24 @@ def header(request: Request, toolchain: dict[str, str], job_id: str, title: str,
         lines += ["", needs]
     lines += ['"""']
     return "\n".join(_wrap(line) for line in lines)
+
+
+# PyTorch's CPU builds (a local version `+cpu`) come from its own index, beside PyPI's packages
+_LOCAL_INDEXES = {"cpu": "https://download.pytorch.org/whl/cpu"}
+
+
+def pip_line(toolchain: dict[str, str]) -> str:
+    """`pip install torch==2.14.1 triton==3.8.0`: the job's toolchain's versions, pinned."""
+    pins = {name: version for name, version in toolchain.items()
+            if name not in ("irscope", "toolchain") and version != "not installed"}
+    indexes = sorted({_LOCAL_INDEXES[v.split("+", 1)[1]] for v in pins.values()
+                      if "+" in v and v.split("+", 1)[1] in _LOCAL_INDEXES})
+    return " ".join(["pip install", *(f"{name}=={version}" for name, version in pins.items()),
+                     *(f"--extra-index-url {url}" for url in indexes)])
+
+
+def _toolchain_named(toolchain: dict[str, str]) -> str:
+    return f" (irscope's toolchain {toolchain['toolchain']})" if toolchain.get("toolchain") else ""
 
 
 def _wrap(line: str, width: int = 100) -> str:

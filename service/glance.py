@@ -9,6 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from compiler.formats import kernel_of
+from compiler.model import Stage
 from service.store import Job, Store
 
 # Dynamo's compile id in a stage key: frame/compile, with _attempt when Dynamo restarted the analysis.
@@ -47,68 +48,102 @@ def _lines_text(lines: list[int], most: int = 3) -> str:
     return f" (line{'s' if len(lines) > 1 else ''} {shown})"
 
 
+@dataclass(frozen=True)
+class Counts:
+    """What glance counts of one finished job, as numbers (service/job_diff.py compares two jobs'):
+    graph stages, the graph-break stage's count, recompiled compile ids, kernels by name (a GPU
+    kernel's configs: its stage qualifiers; a CPU kernel: its `kernel:` stage), the spilling ones."""
+
+    graphs: list[str] = field(default_factory=list)  # dynamo.fx_graph:<id> keys
+    breaks: Stage | None = None  # the dynamo.graph_breaks stage (its meta counts them)
+    recompiled: list[str] = field(default_factory=list)  # compile ids after the first of a frame
+    kernels: dict[str, set[str]] = field(default_factory=dict)  # kernel name -> its qualifiers (configs)
+    first_kernel_stage: dict[str, str] = field(default_factory=dict)  # kernel name -> its first stage
+    gpu: bool = False  # the kernels are Triton's (else Inductor's CPU kernels)
+    spilling: list[str] = field(default_factory=list)
+
+    @property
+    def graph_breaks(self) -> int:
+        return int(self.breaks.meta.get("count") or 0) if self.breaks is not None else 0
+
+
+def counts(store: Store, job: Job) -> Counts:
+    """The counted facts of a finished job (empty while it runs); at most two stage heads read."""
+    if not job.finished:
+        return Counts()
+    keys = [s.key for s in job.stages]
+    graphs = [k for k in keys if k.startswith("dynamo.fx_graph:")]
+    breaks = None
+    if "dynamo.graph_breaks" in keys:
+        found = store.stage_page(job.id, "dynamo.graph_breaks", 0, 0)
+        breaks = found[0] if found is not None else None
+    recompiled = []
+    for key in graphs:
+        m = _COMPILE_ID.search(key)
+        if m and int(m.group(2)) > 0:
+            recompiled.append(key.split(":", 1)[1])
+    kernels: dict[str, set[str]] = {}
+    first: dict[str, str] = {}
+    for key in keys:
+        m = _KERNEL_STAGE.match(key)
+        if m:
+            name = kernel_of(m.group(1))
+            kernels.setdefault(name, set()).add(m.group(1))
+            first.setdefault(name, key)
+    gpu = bool(kernels)
+    if not gpu:
+        for key in keys:
+            if key.startswith("kernel:"):
+                kernels[key.split(":", 1)[1]] = {key.split(":", 1)[1]}
+                first[key.split(":", 1)[1]] = key
+    spilling = []
+    if "kernels.resources" in keys:
+        found = store.stage_page(job.id, "kernels.resources", 0, 0)
+        spilling = list((found[0].meta.get("spilling") if found else None) or [])
+    return Counts(graphs, breaks, recompiled, kernels, first, gpu, spilling)
+
+
 def glance(store: Store, job: Job) -> list[Item]:
     """The facts of a finished job, in the order a reader asks them: graphs, breaks, recompiles,
     kernels, spills, speed. Empty while the job runs. Reads at most two stage heads (no text)."""
     if not job.finished:
         return []
     keys = [s.key for s in job.stages]
+    c = counts(store, job)
     items: list[Item] = []
-    graphs = [k for k in keys if k.startswith("dynamo.fx_graph:")]
-    if graphs:
-        items.append(Item(_plural(len(graphs), "graph"), graphs[0]))
-    if "dynamo.graph_breaks" in keys:
-        found = store.stage_page(job.id, "dynamo.graph_breaks", 0, 0)
-        if found is not None:
-            stage = found[0]
-            count = int(stage.meta.get("count") or 0)
-            distinct = len(stage.meta.get("distinct") or []) or count
-            lines = _lines(stage.source_map)
-            text = _plural(count, "graph break") + (f", {distinct} distinct" if distinct < count else "")
-            items.append(Item(text + _lines_text(lines), stage.key, lines, warn=True))
-    recompiled = []
-    for key in graphs:
-        m = _COMPILE_ID.search(key)
-        if m and int(m.group(2)) > 0:
-            recompiled.append(key.split(":", 1)[1])
-    if recompiled:
-        first = f"dynamo.guards_explained:{recompiled[0]}"
-        items.append(Item(_plural(len(recompiled), "recompile"), first if first in keys else None, warn=True))
-    items.extend(_kernels(store, job, keys))
+    if c.graphs:
+        items.append(Item(_plural(len(c.graphs), "graph"), c.graphs[0]))
+    if c.breaks is not None:
+        stage = c.breaks
+        count = c.graph_breaks
+        distinct = len(stage.meta.get("distinct") or []) or count
+        lines = _lines(stage.source_map)
+        text = _plural(count, "graph break") + (f", {distinct} distinct" if distinct < count else "")
+        items.append(Item(text + _lines_text(lines), stage.key, lines, warn=True))
+    if c.recompiled:
+        first = f"dynamo.guards_explained:{c.recompiled[0]}"
+        items.append(Item(_plural(len(c.recompiled), "recompile"), first if first in keys else None, warn=True))
+    items.extend(_kernels(c, keys))
     speed = _speed(job.timings.get("run") or {})
     if speed is not None:
         items.append(speed)
     return items
 
 
-def _kernels(store: Store, job: Job, keys: list[str]) -> list[Item]:
+def _kernels(c: Counts, keys: list[str]) -> list[Item]:
     """GPU kernels told apart from their configs, or Inductor's CPU kernels; spills from the job's
     resource table's meta."""
-    configs: dict[str, set[str]] = {}
-    first: dict[str, str] = {}
-    for key in keys:
-        m = _KERNEL_STAGE.match(key)
-        if m:
-            qualifier = m.group(1)
-            name = kernel_of(qualifier)
-            configs.setdefault(name, set()).add(qualifier)
-            first.setdefault(name, key)
     items = []
-    if configs:
-        total = sum(len(q) for q in configs.values())
-        text = _plural(len(configs), "kernel") + (f" ({_plural(total, 'config')})" if total > len(configs) else "")
-        target = "kernels.resources" if "kernels.resources" in keys else next(iter(first.values()))
+    if c.gpu:
+        total = sum(len(q) for q in c.kernels.values())
+        text = _plural(len(c.kernels), "kernel") + (f" ({_plural(total, 'config')})" if total > len(c.kernels) else "")
+        target = "kernels.resources" if "kernels.resources" in keys else next(iter(c.first_kernel_stage.values()))
         items.append(Item(text, target))
-    else:
-        cpu = [k for k in keys if k.startswith("kernel:")]
-        if cpu:
-            items.append(Item(_plural(len(cpu), "kernel"), cpu[0]))
-    if "kernels.resources" in keys:
-        found = store.stage_page(job.id, "kernels.resources", 0, 0)
-        spilling = found[0].meta.get("spilling") if found else None
-        if spilling:
-            items.append(Item(f"{_plural(len(spilling), 'kernel')} spill{'s' if len(spilling) == 1 else ''} "
-                              "registers", "kernels.resources", warn=True))
+    elif c.kernels:
+        items.append(Item(_plural(len(c.kernels), "kernel"), next(iter(c.first_kernel_stage.values()))))
+    if c.spilling:
+        items.append(Item(f"{_plural(len(c.spilling), 'kernel')} spill{'s' if len(c.spilling) == 1 else ''} "
+                          "registers", "kernels.resources", warn=True))
     return items
 
 

@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -170,6 +171,33 @@ def describe(chain: Toolchain, languages: tuple[str, ...] | list[str]) -> dict:
             "supports": {feature: serves(language, options) for feature, language, options in _FEATURES},
             "size_bytes": chain.size_bytes if not chain.default else _default_size(chain.prefix),
             "installed": chain.installed, "install_s": chain.install_s}
+
+
+_LISTING_TTL_S = 30.0
+_listing: dict[tuple, tuple[float, list[dict]]] = {}
+_listing_lock = threading.Lock()
+
+
+def listing(directory: str, languages: tuple[str, ...] | list[str]) -> list[dict]:
+    """`describe` of every installed toolchain (the default first), as GET /api/toolchains and the
+    page's picker show them; kept for a few seconds, so a page view reads no manifests and walks no
+    disk (the default's size is walked once per process)."""
+    key = (root(directory), tuple(languages))
+    now = time.monotonic()
+    with _listing_lock:
+        cached = _listing.get(key)
+        if cached is not None and now - cached[0] < _LISTING_TTL_S:
+            return cached[1]
+        rows = [describe(chain, languages) for chain in installed(directory)]
+        _listing[key] = (now, rows)
+        return rows
+
+
+def main_versions(row: dict, language: str) -> str:
+    """A listed toolchain's versions of what compiles `language` ("torch 2.14.1 · triton 3.8.0")."""
+    from compiler import registry
+    packages = [p for p in registry.get(language).toolchain_packages if p in LISTED_PACKAGES]
+    return " · ".join(f"{p} {row['versions'][p]}" for p in packages if p in row["versions"])
 
 
 def version_order(chains: list[Toolchain], package: str) -> list[Toolchain]:

@@ -52,6 +52,20 @@
     if (e.detail.target === pane) { remember(); }
   });
 
+  // a row of the stage pairs shows that pair
+  var pairs = document.getElementById("stage-pairs");
+  if (pairs) {
+    pairs.addEventListener("click", function (e) {
+      var button = e.target.closest(".show-pair");
+      if (!button) { return; }
+      var row = button.closest("tr");
+      if (!has(selectA, row.dataset.a) || !has(selectB, row.dataset.b)) { return; }
+      selectA.value = row.dataset.a; selectB.value = row.dataset.b;
+      load();
+      pane.scrollIntoView({block: "start"});
+    });
+  }
+
   // the address first (a shared link), else the pair the server chose
   var params = new URLSearchParams(location.hash.replace(/^#/, ""));
   if (params.get("a") && has(selectA, params.get("a"))) { selectA.value = params.get("a"); }
