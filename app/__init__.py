@@ -25,7 +25,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.extensions["irscope"] = service
     flask_app.extensions["irscope.diffs"] = stage_diffs.from_settings(service.web)
 
-    from app import api, compare, examples, ide, imports, mcp_server, permalinks, refusals, reproducers
+    from app import api, compare, examples, ide, imports, mcp_server, permalinks, refusals, reproducers, scans
     refusals.init_app(flask_app)
     flask_app.register_blueprint(api.bp)
     flask_app.register_blueprint(ide.bp)
@@ -35,6 +35,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     flask_app.register_blueprint(compare.bp)
     flask_app.register_blueprint(reproducers.bp)
     flask_app.register_blueprint(mcp_server.bp)
+    flask_app.register_blueprint(scans.bp)
     return flask_app
 
 

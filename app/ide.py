@@ -178,7 +178,7 @@ def compile_form():
     return response, 200, {"HX-Push-Url": f"/j/{job.id}"}
 
 
-@renders_page("ide.compile_form")
+@renders_page("ide.compile_form", "scans.create_from_form")
 def _refused(refused: Refused) -> str:
     """The results pane with the sentence in it (the form stays as the user left it)."""
     return render_template("_results.html", job=None, form_error=refused.message)

@@ -1,6 +1,6 @@
 """irscope's tools for agents, as an MCP server (the official `mcp` SDK's MCPServer): list the
 languages, compile, read a stage, diff two stages, list the lessons, compare two jobs, read a job's
-kernel resource table and its reproducer.
+kernel resource table and its reproducer, scan the installed toolchains' versions.
 
 The tools do what the JSON API does, the same way: every job is made through the service's one
 admission (`Admission.submit`: sandbox refusal, the client's and the queue's caps, the storage
@@ -538,4 +538,58 @@ def build(backend: Backend) -> MCPServer:
     async def get_reproducer(job_id: str) -> dict:
         return await call(tools.reproducer, job_id)
 
+    _scan_tool(server, tools, call)
     return server
+
+
+def _scan_tool(server: MCPServer, tools: Tools, call: Callable[..., Any]) -> None:
+    """The `scan` tool: a version scan (service/scans.py) started through the same admission as
+    POST /api/scan, waited for like a compile (a slot of `tools.waits`, at most mcp_compile_wait_s)."""
+    backend = tools.backend
+
+    def start(language: str, source: str, options: dict[str, Any] | None, stage: Any) -> str:
+        scan, _ = tools.svc.scans.start({"language": language, "source": source, "options": options or {},
+                                         "stage": stage}, backend.client())
+        return scan.id
+
+    def report(scan_id: str) -> dict[str, Any]:
+        found = tools.svc.scans.report(scan_id)
+        return tools.svc.scans.to_json(found, backend.base_url().rstrip("/"))
+
+    @server.tool(description="A version scan, \"which release changed my kernel\": compile `source` in `language` "
+                             "with `options` on every installed toolchain that can run it (oldest release of the "
+                             "language's main package first: torch, triton or jax), compile-only, and compare "
+                             "`stage` between consecutive toolchains. `stage`: omitted, the output code (Inductor's, "
+                             "the kernels' PTX, the optimized HLO); a stage key or kind (\"triton.ttgir\"); "
+                             "{\"ptx\": KERNEL}; {\"registers\": KERNEL or \"\"} (kernels.resources); "
+                             "{\"regex\": PATTERN, \"stage\": KEY} (the list of its matches). Returns the scan id, "
+                             "its page, each toolchain's job and status and, once every job ended within `wait_s` "
+                             "(at most the server's mcp_compile_wait_s), the changes: from, to, stage, diff_url. "
+                             "Jobs compiled before answer at once: call scan again with the same arguments to wait "
+                             "longer; read a change with diff_stages on the two jobs.")
+    async def scan(language: str, source: str, options: dict[str, Any] | None = None, stage: Any = None,
+                   wait_s: float | None = None) -> dict:
+        scan_id = await call(start, language, source, options, stage)
+        limit = tools.wait_s if wait_s is None else min(max(float(wait_s), 0.0), tools.wait_s)
+        started = time.monotonic()
+        result = await call(report, scan_id)
+        if result["status"] != "done" and limit > 0:
+            try:
+                token = tools.waits.take(backend.client(), limit)
+            except Refused as refused:
+                return result | {"wait_refused": refused.message, "retry_after_s": refused.retry_after}
+            try:
+                while result["status"] != "done" and time.monotonic() - started < limit:
+                    await anyio.sleep(0.25)
+                    result = await call(report, scan_id)
+            finally:
+                tools.waits.give_back(token)
+        if result["status"] != "done":
+            result["next"] = (f"the scan is still running after {time.monotonic() - started:.0f} s: call scan again "
+                              "with the same arguments (the same scan; its finished jobs answer at once)")
+        total = len(result["changes"])
+        while len(json.dumps(result, default=str)) > tools.max_bytes and len(result["changes"]) > 10:
+            result["changes"] = result["changes"][: len(result["changes"]) // 2]
+            result["changes_cut"] = (f"the first {len(result['changes'])} of {total} changes (results are kept under "
+                                     f"{tools.max_bytes // 1024} KiB); the scan's page lists them all")
+        return result

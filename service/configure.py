@@ -25,6 +25,7 @@ from service.job_process import RunnerConfig
 from service.jobs import Jobs, JobsConfig
 from service.retention import StoragePolicy
 from service.runner import LocalRunner, Runner
+from service.scans import Scans
 from service.store import Store
 
 log = logging.getLogger(__name__)
@@ -220,6 +221,7 @@ class Service:
     sandboxed: bool
     refusal: str | None  # why compiling is refused (no sandbox available), or None
     storage: StoragePolicy
+    scans: Scans  # version scans (service/scans.py)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def collect(self) -> retention.Collected:
@@ -274,9 +276,10 @@ def start(values: dict[str, Any], background: bool = True, resume: bool = True) 
                 runner.start_background(list(languages), warm=bool(values["warm_toolchain_cache"]))
     rate = CompileRateLimit(str(values["rate_limit"]), values["broker_url"])
     storage = storage_policy(values)
+    admission = Admission(jobs, rate, refusal, storage)
     service = Service(settings=values, web=web_settings(values), store=store, jobs=jobs, runner=runner,
-                      admission=Admission(jobs, rate, refusal, storage), sandboxed=values["sandbox"] == "bwrap",
-                      refusal=refusal, storage=storage)
+                      admission=admission, sandboxed=values["sandbox"] == "bwrap", refusal=refusal, storage=storage,
+                      scans=Scans(store, admission))
     if background and float(values["gc_interval_s"]) > 0:
         service.start_collecting(float(values["gc_interval_s"]))
     return service

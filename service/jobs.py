@@ -57,7 +57,7 @@ class JobsConfig:
     toolchains_dir: str = ""  # the installed toolchains (service/toolchain_envs.py); "": the default place
 
 
-def _short_id(digest_hex: str, length: int) -> str:
+def short_id(digest_hex: str, length: int) -> str:
     number = int(digest_hex, 16)
     chars = []
     for _ in range(length):
@@ -212,11 +212,11 @@ class Jobs:
     def shortlink(self, job: Job, length: int = 8) -> str:
         """The permalink id for a job: derived from its request, so the same source and options
         always give the same link; the first job stored under an id stays its answer."""
-        link_id = _short_id(job.request.digest(), length)
+        link_id = short_id(job.request.digest(), length)
         return self.store.create_shortlink(link_id, job.id)
 
     def comparison(self, a: Job, b: Job, length: int = 8) -> str:
         """The id of a comparison of two jobs (/c/<id>): derived from both requests in order, so
         the same pair always gives the same id; the first jobs stored under it stay its answer."""
         digest = hashlib.sha256(f"compare:{a.request.digest()}:{b.request.digest()}".encode()).hexdigest()
-        return self.store.create_comparison(_short_id(digest, length), a.id, b.id)
+        return self.store.create_comparison(short_id(digest, length), a.id, b.id)

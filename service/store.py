@@ -118,6 +118,19 @@ class ComparisonRow(Base):
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
 
 
+class ScanRow(Base):
+    """One source over the installed toolchains of its language (/scan/<id>): the stage compared,
+    the jobs in version order, the toolchains left out and why; immutable, like a comparison."""
+    __tablename__ = "scans"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    language: Mapped[str] = mapped_column(String(32))
+    stage: Mapped[dict] = mapped_column(JSON)  # the stage spec (service/scans.py)
+    jobs: Mapped[list] = mapped_column(JSON)  # [{"toolchain": name, "job": id}], oldest version first
+    left_out: Mapped[list] = mapped_column(JSON, default=list)  # [{"toolchain": name, "why": sentence}]
+    created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
+    client: Mapped[str] = mapped_column(String(64), default="")
+
+
 class WorkerRow(Base):
     """One worker process of the worker tier, as its last heartbeat left it."""
 
@@ -169,6 +182,19 @@ class Job:
                 "timings": self.timings, "toolchain": self.toolchain, "request": self.request.to_json(),
                 "queue": self.queue, "placement": self.placement, "worker": self.worker_name,
                 "attempts": self.attempts}
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A stored version scan (ScanRow) as the service reads it."""
+
+    id: str
+    language: str
+    stage: dict[str, Any]
+    jobs: list[tuple[str, str]]  # (toolchain, job id), in version order
+    left_out: list[dict[str, str]]
+    created: dt.datetime | None
+    client: str
 
 
 @dataclass(frozen=True)
@@ -460,11 +486,13 @@ class Store:
         ids = set(s.scalars(select(ShortlinkRow.job_id)))
         for a, b in s.execute(select(ComparisonRow.job_a, ComparisonRow.job_b)):
             ids |= {a, b}
+        for jobs in s.scalars(select(ScanRow.jobs)):
+            ids |= {entry["job"] for entry in jobs}
         return ids
 
     def collectable_jobs(self) -> list[tuple[str, int, float]]:
         """(job id, stored bytes, seconds since it was last viewed or finished) of every finished
-        job nobody points at (no permalink, no comparison), least recently used first."""
+        job nobody points at (no permalink, comparison or scan), least recently used first."""
         now = _utc_now()
         with self._session() as s:
             referenced = self._referenced(s)
@@ -569,6 +597,29 @@ class Store:
         with self._session() as s:
             row = s.get(ComparisonRow, comparison_id)
             return (row.job_a, row.job_b) if row else None
+
+    # --- version scans -----------------------------------------------------------------------
+    def create_scan(self, scan: Scan) -> str:
+        """Store `scan` unless its id exists already (an id is derived from its jobs and stage, so
+        the same scan asked again is the same record)."""
+        try:
+            with self._lock, self._session.begin() as s:
+                if s.get(ScanRow, scan.id) is None:
+                    s.add(ScanRow(id=scan.id, language=scan.language, stage=scan.stage,
+                                  jobs=[{"toolchain": t, "job": j} for t, j in scan.jobs], left_out=scan.left_out,
+                                  client=scan.client[:64], created=self._now()))
+        except IntegrityError:
+            pass
+        return scan.id
+
+    def scan(self, scan_id: str) -> Scan | None:
+        with self._session() as s:
+            row = s.get(ScanRow, scan_id)
+            if row is None:
+                return None
+            return Scan(id=row.id, language=row.language, stage=dict(row.stage),
+                        jobs=[(e["toolchain"], e["job"]) for e in row.jobs], left_out=list(row.left_out or []),
+                        created=row.created, client=row.client)
 
     # --- workers -----------------------------------------------------------------------------
     def heartbeat(self, worker: Worker, forget_after_s: float) -> None:

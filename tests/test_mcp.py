@@ -30,7 +30,7 @@ pytestmark = needs_bwrap
 
 MODEL = ("import torch\n\n\ndef model(x):\n    return torch.{op}(x) * 2 + 1\n\n\n"
          "example_inputs = (torch.randn(64),)\n")
-TOOLS = {"list_languages", "compile", "job_status", "get_stage", "diff_stages", "compare_jobs", "list_lessons",
+TOOLS = {"list_languages", "compile", "job_status", "get_stage", "diff_stages", "compare_jobs", "list_lessons", "scan",
          "get_lesson_source", "kernel_resources", "get_reproducer"}
 SETTINGS = {"languages": "fake,pytorch,jax", "workers": 2, "warm_toolchain_cache": False, "spare_workers": 0,
             "max_jobs_per_client": 0, "rate_limit": "", "mcp_compile_wait_s": 5}

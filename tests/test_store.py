@@ -68,7 +68,7 @@ def test_a_sqlite_database_from_before_migrations_is_migrated(tmp_path):
     db.commit()
     db.close()
     store = Store(f"sqlite:///{path}")
-    assert migrations.current_revision(store.engine) == "0004"
+    assert migrations.current_revision(store.engine) == "0005"
     old = store.get_job("old1")
     assert (old.status, old.request.source, old.queue, old.attempts) == ("done", "x = 1", "cpu", 0)
     assert store.stage_text("old1", "fake.lines")[1] == "   1  x = 1\nsecond"
@@ -82,9 +82,9 @@ def test_a_sqlite_database_from_before_migrations_is_migrated(tmp_path):
 def test_migrations_run_on_postgres_and_claims_are_atomic(postgres_url):
     from alembic import command
     store = Store(postgres_url, chunk_bytes=64)
-    assert migrations.current_revision(store.engine) == "0004"
+    assert migrations.current_revision(store.engine) == "0005"
     tables = set(inspect(store.engine).get_table_names())
-    assert {"jobs", "stages", "stage_chunks", "shortlinks", "workers", "uploads", "comparisons"} <= tables
+    assert {"jobs", "stages", "stage_chunks", "shortlinks", "workers", "uploads", "comparisons", "scans"} <= tables
     store.create_job("p1", "k", Request("fake", "x = 1", {}), {"irscope": "t"}, client="10.0.0.7")
     body = "\n".join(f"row {n}" for n in range(100))
     store.add_stage("p1", 0, _stage("fake.lines", body, "text"), body)

@@ -1,0 +1,228 @@
+"""Version scans (service/scans.py, app/scans.py): one Triton kernel compiled for a virtual sm_90 on
+every installed toolchain that serves Triton (default 3.9.0, triton-3.8.0, triton-3.7.0 and
+torch-2.14.1, whose Triton is 3.8.0), in Triton's version order, and what changed between
+consecutive ones, checked against the jobs' own stages. One real `irscope serve` for the module;
+its four jobs are compiled once, by the first scan, and every other scan here reuses them."""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from urllib.parse import quote
+
+import pytest
+from mcp.client.session import ClientSession
+
+from compiler import registry
+from compiler.model import JobError, Request
+from service.scans import Entry, changes_between
+from service.store import Job
+from testbed.real_servers import Serve, http, until
+from tests.browser import BROWSER_MARKS
+from tests.conftest import make_app, needs_bwrap
+from tests.test_mcp import _result, over_http
+
+pytestmark = needs_bwrap
+
+# The example kernel; it also prints where its Python environment is, a path that differs on
+# every toolchain and must not count as a change.
+SOURCE = registry.get("triton").example + "import sys\nprint(sys.prefix)\n"
+OPTIONS = {"target": "cuda:sm_90"}
+PTX = "triton.ptx:softmax_kernel"
+REGEX = r"\.reg \.b32\s+%r<(\d+)>"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    served = Serve(str(tmp_path_factory.mktemp("scans")), {
+        "languages": "triton", "workers": 2, "spare_workers": 0, "warm_toolchain_cache": False, "rate_limit": "",
+        "max_jobs_per_client": 0, "poll_interval_ms": 250, "max_source_kb": 4, "mcp_compile_wait_s": 5}).start()
+    yield served.base
+    served.stop()
+
+
+def start(base: str, stage=None, source: str = SOURCE, language: str = "triton") -> tuple[int, dict]:
+    return http(base, "/api/scan", {"language": language, "source": source, "options": OPTIONS, "stage": stage})
+
+
+def finished(base: str, scan_id: str) -> dict:
+    def ended():
+        status, body = http(base, f"/api/scans/{scan_id}")
+        assert status == 200, body
+        return body if body["status"] == "done" else None
+    return until(ended, 300, every=0.25, why=f"scan {scan_id} finished")
+
+
+def text(base: str, job_id: str, key: str) -> str:
+    status, body = http(base, f"/api/jobs/{job_id}/stages/{quote(key, safe='')}")
+    assert status == 200, (key, body)
+    return body if isinstance(body, str) else json.dumps(body)
+
+
+def expected_changes(jobs: list[dict], values: list) -> list[tuple[str, str]]:
+    return [(a["toolchain"], b["toolchain"]) for a, b, va, vb in zip(jobs, jobs[1:], values, values[1:]) if va != vb]
+
+
+@pytest.fixture(scope="module")
+def scans(server) -> dict:
+    """The default scan (PTX) and, started while its jobs compile, the register and regex scans of
+    the same jobs; each once every job ended."""
+    started = {}
+    for name, stage in (("ptx", None), ("registers", {"registers": "softmax_kernel"}), ("regex", {"regex": REGEX}),
+                        ("stdout", "run.stdout")):
+        status, body = start(server, stage)
+        assert status in (200, 202), body
+        started[name] = body
+    return {name: finished(server, body["scan"]) for name, body in started.items()}
+
+
+def test_a_scan_runs_every_triton_toolchain_in_version_order_and_names_the_first_whose_ptx_changed(server, scans):
+    scan = scans["ptx"]
+    jobs = scan["jobs"]
+    names = [j["toolchain"] for j in jobs]
+    assert {"default", "triton-3.7.0", "triton-3.8.0", "torch-2.14.1"} <= set(names)
+    versions = [tuple(int(p) for p in j["version"].split(".")[:3]) for j in jobs]
+    assert versions == sorted(versions) and versions[0] == (3, 7, 0) and jobs[-1]["toolchain"] == "default"
+    # the same Triton under two torch releases: both kept, next to each other
+    assert abs(names.index("triton-3.8.0") - names.index("torch-2.14.1")) == 1
+    assert {"toolchain": "jax-0.9.2", "why": "it has no triton, torch installed"} in scan["left_out"]
+    assert all(j["status"] == "done" for j in jobs), [(j["toolchain"], j.get("error")) for j in jobs]
+    assert scan["compared"] == "triton.ptx (the default)" and scan["stage"] == {}
+
+    # what changed is what the jobs' own PTX says
+    ptx = [text(server, j["job"], PTX) for j in jobs]
+    assert len({p for p in ptx}) > 1
+    assert [(c["from"], c["to"]) for c in scan["changes"]] == expected_changes(jobs, ptx)
+    first = next(i for i in range(1, len(ptx)) if ptx[i] != ptx[i - 1])
+    assert scan["changes"][0]["to"] == names[first] and scan["changes"][0]["stage"] == PTX
+
+    # each change opens the comparison of its two jobs on the PTX of both
+    change = scan["changes"][0]
+    comparison, pair = change["diff_url"].split("#")
+    status, body = http(server, comparison + ".json")
+    assert status == 200 and (body["a"]["id"], body["b"]["id"]) == (jobs[first - 1]["job"], jobs[first]["job"])
+    assert pair == f"a={quote(PTX, safe='')}&b={quote(PTX, safe='')}&view=diff"
+
+
+def test_a_path_that_names_the_toolchain_is_no_change(server, scans):
+    stdout = scans["stdout"]
+    raw = [text(server, j["job"], "run.stdout") for j in stdout["jobs"]]
+    assert len(set(raw)) == len(raw), raw  # each toolchain's own environment, a path of its own
+    assert "<toolchains>/triton-3.7.0" in raw[0] and "<venv>" in raw[-1]
+    assert stdout["changes"] == [] and stdout["status"] == "done"
+
+
+def test_a_register_count_and_a_regex_are_compared_as_the_jobs_show_them(server, scans):
+    jobs = scans["ptx"]["jobs"]
+    registers = scans["registers"]
+    assert [j["job"] for j in registers["jobs"]] == [j["job"] for j in jobs]  # the same jobs, compiled once
+    counts = [[row["registers"] for row in json.loads(text(server, j["job"], "kernels.resources"))["kernels"]
+               if row["kernel"] == "softmax_kernel"] for j in jobs]
+    assert all(counts)
+    assert [(c["from"], c["to"]) for c in registers["changes"]] == expected_changes(jobs, counts)
+    assert all(c["stage"] == "kernels.resources" for c in registers["changes"])
+
+    matches = [re.findall(REGEX, text(server, j["job"], PTX)) for j in jobs]
+    assert all(matches)
+    assert [(c["from"], c["to"]) for c in scans["regex"]["changes"]] == expected_changes(jobs, matches)
+    assert scans["regex"]["compared"] == f"the matches of /{REGEX}/ in triton.ptx (the default)"
+
+
+def test_the_same_scan_again_is_answered_from_the_cache(server, scans):
+    _, before = http(server, "/api/stats")
+    status, body = start(server)
+    assert status == 200 and body["cached"] == body["jobs"] == len(scans["ptx"]["jobs"])
+    assert body["scan"] == scans["ptx"]["scan"]  # the same jobs and stage: the same scan
+    _, after = http(server, "/api/stats")
+    assert after["jobs"] == before["jobs"]
+
+
+@pytest.mark.parametrize("payload, says", [
+    ({"language": "cobol", "source": "x", "stage": None}, "unknown language 'cobol'"),
+    ({"language": "triton", "source": SOURCE, "stage": {"regex": "(unclosed"}}, "is not a regular expression"),
+    ({"language": "triton", "source": SOURCE, "stage": {"ptx": "k", "registers": "k"}}, "cannot be asked together"),
+    ({"language": "triton", "source": SOURCE, "stage": {"kernel": "k"}}, "unknown field 'kernel'"),
+    ({"language": "triton", "source": SOURCE, "stage": 3}, "stage must be a stage key"),
+    ({"language": "triton", "source": SOURCE + "#" * 5000, "stage": None}, "the limit is 4096 (setting max_source_kb)"),
+])
+def test_a_bad_scan_is_refused_with_a_sentence_and_makes_no_job(server, scans, payload, says):
+    _, before = http(server, "/api/stats")
+    status, body = http(server, "/api/scan", dict(payload, options=OPTIONS))
+    assert status == 400 and body["error"]["kind"] == "RequestError" and says in body["error"]["message"], body
+    assert http(server, "/api/stats")[1]["jobs"] == before["jobs"]
+
+
+def test_a_failed_job_is_a_change_never_no_change():
+    """A toolchain where the job fails between two where it compiles the same: two changes, not none."""
+    def entry(name: str, status: str, kind: str = "") -> Entry:
+        return Entry(name, name, Job(id=name, cache_key="", request=Request("triton", "x", {}), status=status,
+                                     error=JobError(kind, "no") if kind else None))
+    same = [("triton.ptx:k", "digest")]
+    a, b, c = entry("a", "done"), entry("b", "failed", "CompileError"), entry("c", "done")
+    failure = [("", "failed: CompileError")]
+    found = changes_between(a, b, same, failure) + changes_between(b, c, failure, same)
+    assert [(x.before.toolchain, x.after.toolchain, x.what) for x in found] == [("a", "b", "fails"),
+                                                                               ("b", "c", "compiles")]
+    assert changes_between(a, c, same, same) == []
+    other = entry("d", "failed", "InternalError")
+    assert [x.what for x in changes_between(b, other, failure, [("", "failed: InternalError")])] == ["fails"]
+
+
+def test_a_scan_of_more_toolchains_than_one_client_may_run_is_refused_before_any_job(tmp_path):
+    app = make_app(tmp_path, languages="triton", max_jobs_per_client=2, rate_limit="")
+    try:
+        response = app.test_client().post("/api/scan", json={"language": "triton", "source": SOURCE + "# new\n",
+                                                             "options": OPTIONS})
+        error = response.get_json()["error"]
+        assert response.status_code == 429 and error["kind"] == "ClientQueueFull", error
+        assert "a version scan makes one job per toolchain (4: triton-3.7.0, " in error["message"]
+        assert "A scan of more toolchains than 2 cannot start at once" in error["message"]
+        assert app.extensions["irscope"].store.counts()["jobs"] == 0
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_the_scan_tool_over_mcp_answers_the_same_changes(server, scans):
+    async def work(session: ClientSession):
+        return _result(await session.call_tool("scan", {"language": "triton", "source": SOURCE, "options": OPTIONS,
+                                                        "stage": {"registers": "softmax_kernel"}}))
+    found = over_http(server, work)
+    assert found["scan"] == scans["registers"]["scan"] and found["status"] == "done"
+    assert found["url"] == f"{server}/scan/{found['scan']}"
+    assert [(c["from"], c["to"]) for c in found["changes"]] == \
+        [(c["from"], c["to"]) for c in scans["registers"]["changes"]]
+
+
+def test_the_scan_page_shows_the_changes_opens_a_diff_and_a_job_page_starts_the_scan(server, scans, watched):
+    page = watched.page
+    scan = scans["ptx"]
+    page.goto(f"/scan/{scan['scan']}")
+    rows = page.locator(".scan-row")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.toolchain)") == [j["toolchain"] for j in scan["jobs"]]
+    assert page.locator(".scan-row.differs").evaluate_all("rs => rs.map(r => r.dataset.toolchain)") == \
+        [c["to"] for c in scan["changes"]]
+    first = scan["changes"][0]
+    link = page.locator(".scan-change").first
+    assert (link.get_attribute("data-from"), link.get_attribute("data-to")) == (first["from"], first["to"])
+
+    # the diff it links to: the PTX of both jobs, what differs between them
+    before, after = (text(server, next(j["job"] for j in scan["jobs"] if j["toolchain"] == name), PTX)
+                     for name in (first["from"], first["to"]))
+    removed = next(line[1:].strip() for line in difflib.unified_diff(before.splitlines(), after.splitlines(),
+                                                                     lineterm="")
+                   if line.startswith("-") and not line.startswith("---") and "\t" not in line[1:].strip())
+    link.locator("a.scan-diff").click()
+    page.wait_for_url("**/c/**")
+    pane = page.wait_for_selector(f'#compare-pane .compare-diff[data-a="{PTX}"][data-b="{PTX}"]')
+    assert removed in pane.inner_text() and "identical" not in pane.inner_text()
+
+    # "scan versions" on a job page: the editor's source and options, the same jobs, the same scan
+    page.goto(scan["jobs"][0]["url"])
+    page.click("#scan-versions")
+    page.wait_for_url(f"**/scan/{scan['scan']}")
+    page.wait_for_selector('.scan-jobs[data-status="done"]')
+
+
+for _mark in BROWSER_MARKS:  # the browser's marks, on the browser test only
+    test_the_scan_page_shows_the_changes_opens_a_diff_and_a_job_page_starts_the_scan = \
+        _mark(test_the_scan_page_shows_the_changes_opens_a_diff_and_a_job_page_starts_the_scan)
