@@ -91,12 +91,12 @@ def follow(base: str, language: str, source: str, options: dict) -> float:
 def scan(base: str) -> tuple[float, dict]:
     started = time.perf_counter()
     status, body = http(base, "/api/scan", {"language": "triton", "source": registry.get("triton").example,
-                                            "options": {"target": "cuda:sm_90"}, "stage": "ptx"}, timeout=60)
+                                            "options": {"target": "cuda:sm_90"}, "stage": None}, timeout=60)
     if status not in (200, 202):
         raise SystemExit(f"scan refused: {status} {str(body)[:300]}")
     while True:
         _, result = http(base, f"/api/scans/{body['scan']}", timeout=60)
-        if result["status"] in ("done", "failed"):
+        if result["status"] == "done":
             return time.perf_counter() - started, result
         time.sleep(0.1)
 
@@ -140,7 +140,7 @@ def main() -> None:
                     again, _ = scan(server.base)
                     print(f"scan of the Triton example over {len(result['jobs'])} toolchains: {once:.2f} s; "
                           f"the same scan again (cached): {again:.2f} s; changes: "
-                          f"{[(c['from'], c['to']) for c in result['changes']]}")
+                          f"{[(c['from'], c['to'], c['what']) for c in result['changes']]} ({result['compared']})")
                 except SystemExit as e:
                     print(f"scan: {e}")
         finally:
