@@ -220,6 +220,11 @@ def _compile_once(torch: Any, on_virtual_gpu: bool = False) -> None:
     more g++ run (about a second) the spare pays and the job does not gain from (its kernels are
     its own; what the first compile loads and builds once is the same for one kernel as for
     three: measured by bench/compile_latency.py, the job's compile after either takes as long)."""
+    try:  # tqdm (in the job environment with transformers) starts a monitor thread with the first
+        import tqdm  # progress bar Inductor's compile makes; a spare template forks with no other thread
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
     class Block(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
