@@ -191,6 +191,12 @@ def test_jax_source_maps_reach_the_users_lines(attention):
     spmd = attention.text("xla.spmd").split("\n")
     ar_lines = [a for a, _ in spmd_pairs if " all-reduce(" in spmd[a - 1]]
     assert ar_lines and all('"bhqk,hkd->bqd"' in source[u - 1] for a, u in spmd_pairs if a in ar_lines)
+    # the Python stacks XLA keeps name the user's frames only, as a plain run's would: no frame of
+    # irscope's (its child, runpy) between them
+    optimized = attention.text("xla.optimized")
+    names = optimized.split("\nFileNames\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(names) == 1 and names[0].endswith('user_program.py"'), names
+    assert "compiler/xla/child.py" not in optimized and "runpy" not in optimized
 
 
 def test_malformed_hlo_names_the_line(tmp_path):

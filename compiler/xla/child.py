@@ -91,9 +91,20 @@ def lower_stablehlo(job: dict[str, Any]) -> dict[str, Any]:
             "shardy": "sdy." in source}
 
 
+def _locations_name_the_users_frames() -> None:
+    """JAX records the Python stack of each operation in the module (the HLO's FileNames,
+    FunctionNames and StackFrames), leaving out its own frames by path (source_info_util's
+    exclusions). irscope's frames (this child, and runpy, through which it runs the user's file)
+    are left out the same way, so the stack names what a plain `python file.py` run names."""
+    from jax._src import source_info_util
+    source_info_util.register_exclusion(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+    source_info_util.register_exclusion("<frozen runpy>")
+
+
 def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
     """Run the user's file (a real file, so tracebacks name its lines), then jit-lower `fn`."""
     import jax
+    _locations_name_the_users_frames()
 
     from compiler import user_code
     from compiler.model import JobSettings
@@ -143,6 +154,7 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
     import jax
 
     from compiler import user_code
+    _locations_name_the_users_frames()
     dump = os.path.join(job["workdir"], "jax-modules")
     os.makedirs(dump, exist_ok=True)
     jax.config.update("jax_dump_ir_modes", "stablehlo")
