@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 from typing import Iterator
 
 from alembic import command
@@ -50,9 +51,14 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
         yield
 
 
+# Alembic's command API keeps its context in module globals (alembic.context, alembic.op): two
+# threads of one process migrating at once (two stores opened side by side) break each other's.
+_THREAD_LOCK = threading.Lock()
+
+
 def upgrade(engine: Engine) -> None:
     """Bring the database to the newest schema (a no-op when it is there already)."""
-    with _migration_lock(engine):
+    with _THREAD_LOCK, _migration_lock(engine):
         tables = set(inspect(engine).get_table_names())
         with engine.begin() as conn:
             cfg = _config(conn)
