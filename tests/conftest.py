@@ -2,11 +2,13 @@
 waits for a job to finish. Jobs run through the real runner and sandbox."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +29,17 @@ except Exception:  # noqa: BLE001 - collecting tests must not need torch
     HAS_CUDA = False
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device (bench/gpu_check.py runs these on a GPU machine)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
+    # The modules that read the lesson store run last: its compile (started when collection ends,
+    # pytest_collection_finish) then runs beside every other module instead of being waited for.
+    last = {item.module.__name__ for item in items if "lesson_jobs" in item.fixturenames}
+    items[:] = ([item for item in items if item.module.__name__ not in last] +
+                [item for item in items if item.module.__name__ in last])
 
 
 def make_app(tmp_path, **overrides):
@@ -93,14 +101,12 @@ class FirstJob:
     progress: list
 
 
-@pytest.fixture(scope="session")
-def first_job_after_start(tmp_path_factory) -> tuple[str, FirstJob]:
+def _first_job_after_start(data: Path) -> tuple[str, FirstJob]:
     """Inductor's CPU ISA probes and precompiled header, built once per session by the real warm-up
     in the real sandbox, as a server with its default spares builds them at start-up (the first
     spare template's warm-up: service/toolchain_cache.py): an app starts on a fresh data directory
     and a job is submitted at once, as a user pressing Compile on a just-started server does.
     Returns the cache's directory and that first job."""
-    data = tmp_path_factory.mktemp("toolchain-warmup")
     app = make_app(data, languages="pytorch", warm_toolchain_cache=True, workers=1, spare_workers=1)
     client = app.test_client()
     response = client.post("/api/compile", json={"language": "pytorch", "source": FIRST_JOB})
@@ -122,6 +128,12 @@ def first_job_after_start(tmp_path_factory) -> tuple[str, FirstJob]:
     assert os.path.isdir(cache), "the toolchain warm-up built no cache"
     return cache, FirstJob(body, progress)
 
+
+@pytest.fixture(scope="session")
+def first_job_after_start(request) -> tuple[str, FirstJob]:
+    """The session's first job and the toolchain cache its server's warm-up built
+    (_first_job_after_start), started when collection ended (pytest_collection_finish)."""
+    return _session_compile(request.config).first_job()
 
 FIRST_JOB = "import torch\n\n\ndef model(x):\n    return torch.cos(x) + 1\n\n\nexample_inputs = (torch.randn(32),)\n"
 
@@ -196,16 +208,32 @@ def pytest_collection_finish(session):
     """Start each selected module's `start_in_background(base)` as soon as collection ends: those
     compiles use one core each, so they overlap with the sandboxed jobs of the modules before them
     instead of waiting for their turn. The module fixture then only waits (take_background). The
-    children are kept on the config: test modules import this file again as tests.conftest."""
+    children are kept on the config: test modules import this file again as tests.conftest.
+    The session's own compiles (the first job after a start, which builds the toolchain cache, then
+    every lesson) start now too, in a thread (SessionCompile), and so does each module's
+    `start_with_toolchain_cache(base, cache)` that a selected test waits for (`after_toolchain_cache`),
+    in a thread of its own once that cache is built."""
     session.config.irscope_background = {}
     if session.config.option.collectonly:
         return
-    for module in {item.module for item in session.items}:
-        start = getattr(module, "start_in_background", None)
-        if start is not None:
-            base = tempfile.mkdtemp(prefix="irscope-test-")
-            session.config.add_cleanup(lambda base=base: shutil.rmtree(base, ignore_errors=True))
-            session.config.irscope_background[module.__name__] = start(base)
+    modules = {item.module for item in session.items}
+    used = set().union(*(item.fixturenames for item in session.items)) if session.items else set()
+    if ({"lesson_jobs", "first_job_after_start", "pytorch_toolchain_cache"} & used or
+            any(hasattr(module, "start_with_toolchain_cache") for module in modules)):
+        _session_compile(session.config).start(lessons="lesson_jobs" in used)
+    waiting = {item.module for item in session.items if "after_toolchain_cache" in item.fixturenames}
+    for module in modules:
+        for name, key, start_it in (
+                ("start_in_background", module.__name__, lambda start, base: start(base)),
+                ("start_with_toolchain_cache", module.__name__ + "@toolchain_cache",
+                 lambda start, base: AfterToolchainCache(_session_compile(session.config), start, base))):
+            start = getattr(module, name, None)
+            if start is not None and (name == "start_in_background" or module in waiting):
+                base = tempfile.mkdtemp(prefix="irscope-test-")
+                session.config.add_cleanup(lambda base=base: shutil.rmtree(base, ignore_errors=True))
+                session.config.irscope_background[key] = job = start_it(start, base)
+                if isinstance(job, AfterToolchainCache):  # (a session stopped early still ends it)
+                    session.config.add_cleanup(job.thread.join)
 
 
 def take_background(request, start: Callable[[str], Background], tmp_path_factory) -> str:
@@ -241,15 +269,15 @@ class LessonJobs:
         return self.app.extensions["irscope"].store
 
 
-@pytest.fixture(scope="session")
-def lesson_jobs(tmp_path_factory, pytorch_toolchain_cache) -> LessonJobs:
+def _lesson_jobs(cache: str) -> LessonJobs:
+    """Every lesson submitted to one app at once, each job waited for."""
     from app import lessons
     # IRSCOPE_TEST_LESSON_STORE: a directory kept between runs (while writing a lesson or a page
     # test): its store answers every lesson compiled there before, and only new ones compile.
     kept = os.environ.get("IRSCOPE_TEST_LESSON_STORE")
-    base = Path(kept) if kept else tmp_path_factory.mktemp("lessons")
+    base = Path(kept) if kept else Path(_session_dir("irscope-lessons-"))
     if not os.path.isdir(base / "var" / "toolchain"):
-        seed_toolchain_cache(pytorch_toolchain_cache, str(base / "var"))
+        seed_toolchain_cache(cache, str(base / "var"))
     # spare workers as `irscope serve` starts them: a lesson job is forked from a warm template
     # instead of importing torch itself (the way the lessons are compiled for their readers)
     app = make_app(base, languages=ALL_LANGUAGES, workers=2, warm_toolchain_cache=True, rate_limit="",
@@ -257,15 +285,135 @@ def lesson_jobs(tmp_path_factory, pytorch_toolchain_cache) -> LessonJobs:
                    spare_workers=int(os.environ.get("IRSCOPE_TEST_LESSON_SPARES", "1")))
     svc = app.extensions["irscope"]
     ids = {}
-    for lesson in lessons.load():
-        sides = [("a", lesson.request)] + ([("b", lesson.compare.request)] if lesson.compare else [])
-        for side, request in sides:
-            ids[(lesson.slug, side)] = svc.jobs.submit(request)[0].id
-    client = app.test_client()
-    for job_id in ids.values():  # every job ends before anyone reads the store (or serves it)
-        wait_job(client, job_id, timeout=1800)
-    yield LessonJobs(app=app, data_dir=str(base / "var"), ids=ids)
-    svc.runner.shutdown()
+    try:
+        for lesson in lessons.load():
+            sides = [("a", lesson.request)] + ([("b", lesson.compare.request)] if lesson.compare else [])
+            for side, request in sides:
+                ids[(lesson.slug, side)] = svc.jobs.submit(request)[0].id
+        client = app.test_client()
+        for job_id in ids.values():  # every job ends before anyone reads the store (or serves it)
+            wait_job(client, job_id, timeout=1800)
+    except BaseException:
+        svc.runner.shutdown()
+        raise
+    return LessonJobs(app=app, data_dir=str(base / "var"), ids=ids)
+
+
+def _session_dir(prefix: str) -> str:
+    """A temporary directory for the session's compiles, removed when the process exits."""
+    base = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    return base
+
+
+class SessionCompile:
+    """The session's compiles in a thread of their own, started when collection ends: the first job
+    after a start (its server's warm-up builds the toolchain cache every warm app is seeded with),
+    then every lesson. They run beside the modules before the first that needs them (the lesson
+    store's readers run last: pytest_collection_modifyitems); the fixtures only wait."""
+
+    def __init__(self):
+        self.thread: threading.Thread | None = None
+        self.results: dict[str, object] = {}
+        self.lessons = False
+        self.first_job_ended = threading.Event()
+
+    def start(self, lessons: bool) -> None:
+        if self.thread is None:
+            self.lessons = lessons
+            self.thread = threading.Thread(target=self._run, name="irscope-session-compile", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            try:
+                if "first_job" not in self.results:
+                    self.results["first_job"] = _first_job_after_start(Path(_session_dir("irscope-toolchain-warmup-")))
+            finally:
+                self.first_job_ended.set()
+            if self.lessons:
+                self.results["lessons"] = _lesson_jobs(self.results["first_job"][0])
+        except BaseException as e:  # noqa: BLE001 - handed to the fixture that waits for it
+            self.results.setdefault("error", e)
+
+    def _wait(self, name: str):
+        if name == "first_job":
+            self.first_job_ended.wait()
+        else:
+            self.thread.join()
+        if name not in self.results:
+            raise self.results.get("error") or AssertionError(f"the session's compile did not make {name}")
+        return self.results[name]
+
+    def first_job(self) -> tuple[str, FirstJob]:
+        self.start(lessons=False)
+        return self._wait("first_job")
+
+    def lesson_jobs(self) -> LessonJobs:
+        if not self.lessons:  # collection saw no reader of the lesson store: compile it now
+            if self.thread is not None:
+                self.thread.join()
+            self.thread = None
+            self.start(lessons=True)
+        return self._wait("lessons")
+
+
+class AfterToolchainCache:
+    """A module's `start_with_toolchain_cache(base, cache)`, run in a thread of its own as soon as
+    the session's toolchain cache is built; `finish()` waits for it and returns what it returned."""
+
+    def __init__(self, session: SessionCompile, start: Callable[[str, str], object], base: str):
+        self.session, self.start, self.base = session, start, base
+        self.result: object = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="irscope-after-toolchain-cache", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self.start(self.base, self.session.first_job()[0])
+        except BaseException as e:  # noqa: BLE001 - handed to the test that waits for it
+            self.error = e
+
+    def finish(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+@pytest.fixture
+def after_toolchain_cache(request, tmp_path_factory):
+    """What the requesting module's `start_with_toolchain_cache(base, cache)` returned: started when
+    collection ended, in a thread that waited for the session's toolchain cache (started now if it
+    was not)."""
+    started = getattr(request.config, "irscope_background", {})
+    job = started.pop(request.module.__name__ + "@toolchain_cache", None)
+    if job is None:
+        job = AfterToolchainCache(_session_compile(request.config), request.module.start_with_toolchain_cache,
+                                  str(tmp_path_factory.mktemp("after-toolchain-cache")))
+    return job.finish()
+
+
+def _session_compile(config) -> SessionCompile:
+    """The config's SessionCompile (kept on the config: test modules import this file again as
+    tests.conftest)."""
+    if not hasattr(config, "irscope_session_compile"):
+        config.irscope_session_compile = SessionCompile()
+    return config.irscope_session_compile
+
+
+@pytest.fixture(scope="session")
+def lesson_jobs(request) -> LessonJobs:
+    """Every lesson of examples/ compiled once per session (_lesson_jobs), started when collection
+    ended (pytest_collection_finish)."""
+    session = _session_compile(request.config)
+    # (a session stopped before this fixture ends still shuts the lessons' app down)
+    request.config.add_cleanup(lambda: "lessons" in session.results and
+                               session.results["lessons"].app.extensions["irscope"].runner.shutdown())
+    jobs = session.lesson_jobs()
+    yield jobs
+    jobs.app.extensions["irscope"].runner.shutdown()
 
 
 # --- real Redis and PostgreSQL, one of each per session (testbed/real_servers.py) ---------------------

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -697,14 +698,13 @@ def test_a_spare_whose_job_arrived_during_its_import_skips_its_warm_up_compile(t
     assert not os.path.exists(tmp_path / "trace") or os.listdir(tmp_path / "trace") == []
 
 
-@needs_bwrap
-def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first(tmp_path, pytorch_toolchain_cache):
-    """A server offering pytorch and triton, one spare each: on a small machine two warm-ups at
-    once take the CPU a running job needs, so only one spare of any language is ever warming,
-    and the server's first language gets its spare first. (The session's toolchain cache is
-    seeded: building it again would add minutes and test nothing of the order.)"""
-    seed_toolchain_cache(pytorch_toolchain_cache, str(tmp_path / "var"))
-    app = make_app(tmp_path, languages="pytorch,triton", spare_workers=1)
+def start_with_toolchain_cache(base: str, cache: str) -> dict:
+    """A server offering pytorch and triton, one spare each, watched from its start until both
+    spares are ready (run by conftest in a thread of its own as soon as the session's toolchain
+    cache is built, beside the modules before this one: two spares warming up one after the other
+    take minutes). Returns what the watch saw; the test asserts it."""
+    seed_toolchain_cache(cache, os.path.join(base, "var"))
+    app = make_app(Path(base), languages="pytorch,triton", spare_workers=1)
     spares = app.extensions["irscope"].runner.spares
     try:
         deadline, first, most_warming = time.monotonic() + 600, None, 0
@@ -716,12 +716,24 @@ def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first
             if all(report.get(language, {}).get("ready") for language in ("pytorch", "triton")):
                 break
             time.sleep(0.05)
-        # PyTorch's spare is a template (its slots are the jobs it can take), Triton's a process
-        slots = app.extensions["irscope"].runner.config.spare_template_slots
-        assert slots > 1 and spares.ready("pytorch") == slots and spares.ready("triton") == 1, spares.report()
-        assert first == "pytorch" and most_warming == 1, (first, most_warming)
+        return {"first": first, "most_warming": most_warming, "report": spares.report(),
+                "slots": app.extensions["irscope"].runner.config.spare_template_slots,
+                "ready": {language: spares.ready(language) for language in ("pytorch", "triton")}}
     finally:
         app.extensions["irscope"].runner.shutdown()
+
+
+@needs_bwrap
+def test_spares_of_every_language_warm_up_one_at_a_time_the_first_language_first(after_toolchain_cache):
+    """A server offering pytorch and triton, one spare each: on a small machine two warm-ups at
+    once take the CPU a running job needs, so only one spare of any language is ever warming,
+    and the server's first language gets its spare first. (The session's toolchain cache is
+    seeded: building it again would add minutes and test nothing of the order.)"""
+    seen = after_toolchain_cache  # what start_with_toolchain_cache saw
+    # PyTorch's spare is a template (its slots are the jobs it can take), Triton's a process
+    slots, ready = seen["slots"], seen["ready"]
+    assert slots > 1 and ready["pytorch"] == slots and ready["triton"] == 1, seen["report"]
+    assert seen["first"] == "pytorch" and seen["most_warming"] == 1, (seen["first"], seen["most_warming"])
 
 
 def test_a_gpu_target_job_takes_the_virtual_device_the_warm_up_built(tmp_path, pytorch_toolchain_cache):
