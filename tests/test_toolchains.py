@@ -66,12 +66,24 @@ compiled = torch.compile(f)
 print(compiled(torch.randn(64)).shape)
 '''
 # PyTorch's programs: (source, options), each compiled on the default toolchain and on torch-2.14.1.
-# (Training and compile-only share a job: a training compile that runs nothing.)
+# AOTInductor's package of a one-kernel model (its C++ wrapper and kernels are compiled for it)
+EXPORTED = '''import torch
+
+
+def model(x):
+    return torch.relu(x) * 2
+
+
+example_inputs = (torch.randn(16),)
+'''
+# PyTorch's programs: (source, options), each compiled on the default toolchain and on torch-2.14.1:
+# the default example (a training compile that runs nothing: training and compile-only share a job;
+# its plain compile-and-run is tests/test_toolchain_compare.py's), a graph break, an export and a
+# script that calls torch.compile itself.
 PYTORCH = {
-    "example": (registry.get("pytorch").example, {}),
     "graph-break": (GRAPH_BREAK, {}),
     "training-compile-only": (registry.get("pytorch").example, {"training": True, "run": "compile-only"}),
-    "export": (registry.get("pytorch").example, {"export": True}),
+    "export": (EXPORTED, {"export": True}),
     "self-compiling": (SELF_COMPILING, {}),
 }
 
@@ -133,7 +145,7 @@ def _require_installed() -> None:
 def _order(name: tuple[str, str], request: Request) -> int:
     """Submission order: torch-2.14.1's first PyTorch job builds that toolchain's cache while the
     other worker compiles kernels and XLA programs; its other jobs then fork from its warm spare."""
-    if name == ("example", TORCH_2_14):
+    if name == ("graph-break", TORCH_2_14):
         return 0
     return 2 if request.language == "pytorch" else 1
 
@@ -315,10 +327,23 @@ def test_a_pytorch_program_on_torch_2_14_makes_the_stages_it_makes_on_2_13(compi
         assert {"export.program", "aoti.package", "aoti.wrapper"} <= set(new_keys), new_keys
 
 
-def test_torch_2_14_writes_other_output_code_than_2_13(compiled):
-    key = "inductor.output_code:0/0"
-    old, new = compiled.text("example", "default", key), compiled.text("example", TORCH_2_14, key)
-    assert "def call(" in old and "def call(" in new and old != new
+def test_torch_2_14_checks_a_graph_s_inputs_in_one_call(compiled):
+    """The output code's change between the releases: where 2.13's checks each input's size and
+    stride with an assert_size_stride of its own, 2.14.1's checks the same inputs a group at a time
+    with assert_size_stride_grouped."""
+    for what, key in (("training-compile-only", "inductor.output_code:0/0"),
+                      ("training-compile-only", "inductor.output_code:0/0.backward"),
+                      ("graph-break", "inductor.output_code:0/0_1")):
+        old, new = compiled.text(what, "default", key), compiled.text(what, TORCH_2_14, key)
+        assert "def call(" in old and "def call(" in new
+        checked = re.findall(r"^\s+assert_size_stride\((\w+), ", old, re.M)
+        assert len(checked) >= 2 and "assert_size_stride_grouped(" not in old, (what, key)
+        groups = [g.split(", ") for g in re.findall(r"^\s+assert_size_stride_grouped\(\(([^)]*)\)", new, re.M)]
+        singles = re.findall(r"^\s+assert_size_stride\((\w+), ", new, re.M)
+        assert groups and all(len(g) >= 2 for g in groups), (what, key)
+        # the same inputs checked, most of them now in groups
+        assert sorted(sum(groups, []) + singles) == sorted(checked), (what, key)
+        assert len(singles) < len(checked)
 
 
 # --- refusals ---------------------------------------------------------------------------------------
