@@ -1,11 +1,13 @@
 """irscope's job-side code on every installed toolchain, end to end through the real service (the
-jobs API of an app with the real runner and sandbox): a Triton kernel and a Gluon kernel compiled
-for a virtual sm_90 by Triton 3.9.0 (default), 3.8.0 (triton-3.8.0 and torch-2.14.1) and 3.7.0
-(triton-3.7.0); the `jax`, `hlo` and `stablehlo` languages on jaxlib 0.10 (default) and 0.9.2
-(jax-0.9.2); PyTorch programs on torch 2.13 (default) and 2.14.1. Each job records the versions
-that made it, makes the same kinds of stage as the default toolchain's job of the same request, and
-shows what the release changed. The adapters this exercises: compiler/kernels/jit_location.py
-(Triton 3.7), compiler/xla/jaxlib_hlo.py and memory.live_range_in_buffer_assignment (jaxlib 0.9).
+jobs API of an app with the real runner and sandbox): a Triton kernel compiled for a virtual sm_90
+by Triton 3.9.0 (default), 3.8.0 (triton-3.8.0, and torch-2.14.1 under torch 2.14.1) and 3.7.0
+(triton-3.7.0), and a Gluon kernel by each of those three releases; the `jax`, `hlo` and
+`stablehlo` languages on jaxlib 0.10 (default) and 0.9.2 (jax-0.9.2); three PyTorch programs on
+torch 2.13 (default) and 2.14.1 (host). Each job records the versions that made it, makes the same
+kinds of stage as the default toolchain's job of the same request, and shows what the release
+changed; the lesson examples/triton-release-reduction is checked on two of these jobs. The adapters
+this exercises: compiler/kernels/jit_location.py (Triton 3.7), compiler/xla/jaxlib_hlo.py and
+memory.live_range_in_buffer_assignment (jaxlib 0.9).
 
 Every job is submitted at once by one module fixture and read by every test. The toolchains are
 installed by `./run.sh setup` (from toolchain_locks/); a missing one fails here, naming it."""
