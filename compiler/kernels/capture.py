@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from compiler.kernels.jit_location import jit_def_line, jit_file
+
 # Triton's stages that run MLIR pass managers, in order; their per-pass dumps make `triton.passes`.
 MLIR_STAGES = ("ttir", "ttgir", "llir")
 
@@ -128,8 +130,8 @@ class KernelCapture:
         fn = getattr(src, "fn", None)
         if fn is not None:
             record.source = getattr(fn, "src", "")
-            record.source_file = getattr(fn, "file_name", "")
-            record.def_line = int(getattr(fn, "def_file_line_number", 0) or 0)
+            record.source_file = jit_file(fn)
+            record.def_line = jit_def_line(fn)
         record.signature = {str(k): str(v) for k, v in (getattr(src, "signature", None) or {}).items()}
         names = list(record.signature)
         # constexpr keys are index paths into the argument list: (4,) is the fifth parameter

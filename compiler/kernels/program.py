@@ -24,6 +24,7 @@ from typing import Any
 
 from compiler.errors import ErrorKind
 from compiler.kernels.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
+from compiler.kernels.jit_location import jit_def_line, jit_file
 from compiler.kernels.launches import LaunchRecorder
 from compiler.kernels.resources import write_resource_table
 from compiler.kernels.stages import write_kernel_stages
@@ -229,8 +230,8 @@ class TritonProgramPipeline(Pipeline):
             candidates.append(fn)
             candidates.extend(v for v in getattr(fn, "__globals__", {}).values() if isinstance(v, JITFunction))
         for fn in candidates:
-            if getattr(fn, "file_name", "") == path and fn.src == error.src:
-                return fn.def_file_line_number + node_line - 1
+            if jit_file(fn) == path and fn.src == error.src:
+                return jit_def_line(fn) + node_line - 1
         return None
 
     def _write_stages(self, bundle: Bundle, capture: KernelCapture, recorder: LaunchRecorder, path: str,

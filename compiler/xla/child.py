@@ -25,6 +25,7 @@ from typing import Any
 from compiler.errors import ErrorKind
 from compiler.xla import hlo_text
 from compiler.xla.errors import hlo_error_line, input_names
+from compiler.xla.jaxlib_hlo import hlo_bindings
 
 RESULT = "result.json"
 PHASE = "phase.txt"  # what the child was doing, for the message when XLA aborts it
@@ -64,7 +65,7 @@ def _partition_counts(mlir: str, default_partitions: int) -> tuple[int, int]:
 def lower_hlo(job: dict[str, Any]) -> dict[str, Any]:
     """HLO text -> StableHLO, through XLA's own parser and jax's importer."""
     import jax.extend.mlir as jax_mlir
-    import jaxlib._hlo as hlo
+    hlo = hlo_bindings()
     source = job["source"]
     phase("parsing the HLO module")
     try:
@@ -317,7 +318,7 @@ def per_instruction_cost(backend: Any, optimized: str, limit: int = 400) -> list
     """XLA's HloCostAnalysis for each instruction of the entry computation, run on a module
     holding that one instruction (its operands become parameters; called computations come
     along verbatim). The analysis itself is XLA's; only the isolation is ours."""
-    import jaxlib._hlo as hlo
+    hlo = hlo_bindings()
     from jaxlib import _jax
     module = hlo_text.parse_hlo_text(optimized)
     entry = module.entry
@@ -466,7 +467,7 @@ def main(argv: list[str]) -> int:
         lowered = LOWERINGS[job["language"]](job)
         exe, devices, backend, compile_ms = compile_module(job, lowered)
         import jax.extend.backend as jax_backend
-        import jaxlib._hlo as hlo
+        hlo = hlo_bindings()
         module = exe.hlo_modules()[0]
         optimized = module.to_string()
         stats = exe.get_compiled_memory_stats()
@@ -492,7 +493,7 @@ def main(argv: list[str]) -> int:
             "lower_ms": lowered.get("lower_ms"), "printed": lowered.get("printed", ""),
             "modules": lowered.get("modules"), "program_ms": lowered.get("program_ms"),
             "trace": lowered.get("trace", []),
-            "dot": hlo.hlo_module_to_dot_graph(module),
+            "dot": hlo.hlo_module_to_dot_graph(module), "hlo_bindings": hlo.__name__,
         }
         before = [f for f in os.listdir(job["dump_dir"]) if f.endswith(".before_optimizations.txt")]
         if job.get("run", True) and before and not gpu:

@@ -96,10 +96,13 @@ def memory_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, st
     ba_text = read_text(os.path.join(dump_dir, index.buffer_assignment))
     bundle.add("xla.buffer_assignment", "Buffer assignment", "Memory", "text", ba_text,
                meta={"xla_memory_stats": stats})
-    if not index.live_range:
-        return
-    timeline = memory.memory_timeline(memory.parse_buffer_assignment(ba_text),
-                                      memory.parse_live_range(read_text(os.path.join(dump_dir, index.live_range))))
+    if index.live_range:
+        live_text = read_text(os.path.join(dump_dir, index.live_range))
+    else:
+        live_text = memory.live_range_in_buffer_assignment(ba_text)
+        if live_text is None:
+            return
+    timeline = memory.memory_timeline(memory.parse_buffer_assignment(ba_text), memory.parse_live_range(live_text))
     timeline["xla_memory_stats"] = stats
     bundle.add("xla.memory", "Memory over program order", "Memory", "memory", timeline,
                meta={"peak_bytes": timeline["peak_bytes"], "temp_size_in_bytes": stats.get("temp_size_in_bytes")})

@@ -71,6 +71,14 @@ class LiveRanges:
     max_time: int
 
 
+def live_range_in_buffer_assignment(buffer_assignment: str) -> str | None:
+    """Adapter: XLA in jaxlib 0.9 (toolchain jax-0.9.2) writes no `-live-range.txt` dump; its
+    HloLiveRange section ends the buffer-assignment dump instead (jaxlib 0.10 moved it to its own
+    file). That section, or None when the dump has none."""
+    at = buffer_assignment.find("\nHloLiveRange (max ")
+    return buffer_assignment[at + 1:] if at >= 0 else None
+
+
 def parse_live_range(text: str) -> LiveRanges:
     sequence: list[str] = []
     ranges: dict[str, tuple[int, int]] = {}

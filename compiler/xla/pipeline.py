@@ -341,8 +341,9 @@ class XlaPipeline(Pipeline):
         else:
             self._gpu_code_stages(bundle, index, dump_dir, opt_module, dict(map(tuple, hlo_map(optimized))),
                                   ctx.workdir, gpu)
+        bindings = result.get("hlo_bindings", "jaxlib._hlo")  # compiler/xla/jaxlib_hlo.py
         graph_drawing.add_graph(bundle, "xla.graph", "HLO graph", "XLA", result["dot"],
-                                meta={"note": "jaxlib._hlo.hlo_module_to_dot_graph of the optimized module's entry "
+                                meta={"note": f"{bindings}.hlo_module_to_dot_graph of the optimized module's entry "
                                               "computation, laid out by Graphviz"})
 
         compile_timing: dict[str, Any] = {"total_ms": result["compile_ms"], "child_process_ms": result["child_ms"],

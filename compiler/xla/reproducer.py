@@ -49,7 +49,10 @@ optimized = "\\n".join(m.to_string() for m in executable.hlo_modules())
 '''
 
 _LOWER_HLO = '''import jax.extend.mlir as jax_mlir  # noqa: E402
-import jaxlib._hlo as hlo  # noqa: E402
+try:  # XLA's HLO bindings: jaxlib._hlo from jaxlib 0.10, jaxlib._jax before
+    import jaxlib._hlo as hlo  # noqa: E402
+except ModuleNotFoundError:
+    from jaxlib import _jax as hlo  # noqa: E402
 from jax._src.interpreters import mlir as jmlir  # noqa: E402
 from jax._src.lib.mlir import ir  # noqa: E402
 
