@@ -100,17 +100,8 @@ def default() -> Toolchain:
 
 def installed(directory: str = "") -> list[Toolchain]:
     """The default toolchain, then every complete one under the toolchains directory, by name."""
-    found = [default()]
     base = root(directory)
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return found
-    for name in names:
-        chain = _read(base, name)
-        if chain is not None:
-            found.append(chain)
-    return found
+    return [default()] + [c for c in (_read(base, name) for name in sorted(_listdir(base))) if c is not None]
 
 
 def find(name: str, directory: str = "") -> Toolchain | None:
