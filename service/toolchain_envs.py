@@ -244,22 +244,13 @@ def add(name: str, directory: str = "", progress: Callable[[str], None] = print)
         progress(f"{prefix} has no manifest (an add that did not finish): starting it again")
         shutil.rmtree(prefix)
     os.makedirs(base, exist_ok=True)
-    python = _base_python()
-    _run([python, "-m", "venv", prefix], "create the environment")
     env_python = os.path.join(prefix, "bin", "python")
-    lock = lock_path(name)
-    pip = [env_python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
-    if os.path.exists(lock):
-        progress(f"installing {name} from {os.path.relpath(lock, PROJECT_ROOT)}")
-        _pip(pip + ["--no-deps", "-r", lock], name)
-    else:
-        specs = requirements(name)
-        progress(f"resolving {name}: {' '.join(specs)}")
-        _pip(pip + specs, name)
-        _write_lock(name, env_python, specs)
-        progress(f"wrote {os.path.relpath(lock, PROJECT_ROOT)} (commit it: the lock file is how every machine "
-                 "installs the same toolchain)")
-    versions = _versions_of(env_python, name)
+    try:
+        _install(name, prefix, env_python, progress)
+        versions = _versions_of(env_python, name)
+    except BaseException:
+        shutil.rmtree(prefix, ignore_errors=True)  # a failed install leaves nothing behind
+        raise
     size = _size(prefix)
     manifest = {"name": name, "versions": versions, "size_bytes": size, "lock_sha256": _lock_digest(name),
                 "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -314,32 +305,40 @@ def _base_python() -> str:
     return candidate if os.path.exists(candidate) else sys.executable
 
 
+def _install(name: str, prefix: str, env_python: str, progress: Callable[[str], None]) -> None:
+    """A new environment at `prefix` with `name`'s packages: from its lock file, or resolved and
+    locked when it has none."""
+    _run([_base_python(), "-m", "venv", prefix], "create the environment")
+    lock = lock_path(name)
+    pip = [env_python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    if os.path.exists(lock):
+        progress(f"installing {name} from {os.path.relpath(lock, PROJECT_ROOT)}")
+        _run(pip + ["--no-deps", "-r", lock], f"install {name}")
+        return
+    specs = requirements(name)
+    progress(f"resolving {name}: {' '.join(specs)}")
+    _run(pip + specs, f"install {name}")
+    _write_lock(name, env_python, specs)
+    progress(f"wrote {os.path.relpath(lock, PROJECT_ROOT)} (commit it: the lock file is how every machine "
+             "installs the same toolchain)")
+
+
 def _run(argv: list[str], what: str) -> str:
+    """Run one step of an install; a ToolchainError saying what could not be done (for pip, the
+    package the registries lack and the versions they have)."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=_INSTALL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise ToolchainError(f"could not {what}: it took over {_INSTALL_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        raise ToolchainError(f"could not {what}: {(done.stderr or done.stdout).strip()[-2000:]}")
-    return done.stdout
-
-
-def _pip(argv: list[str], name: str) -> None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise ToolchainError(f"installing {name} took over {_INSTALL_TIMEOUT_S} s; the environment is left "
-                             "without a manifest and is not offered to jobs") from None
     if done.returncode == 0:
-        return
+        return done.stdout
     text = done.stderr + done.stdout
     missing = re.search(r"Could not find a version that satisfies the requirement (\S+) \(from versions: ([^)]*)\)",
                         text)
     if missing:
         raise ToolchainError(f"the package registries have no {missing.group(1)}; they have: "
                              f"{missing.group(2).strip() or 'none'}")
-    raise ToolchainError(f"pip could not install {name}; the environment is left without a manifest and is not "
-                         f"offered to jobs:\n{text.strip()[-3000:]}")
+    raise ToolchainError(f"could not {what}:\n{text.strip()[-3000:]}")
 
 
 def _lock_digest(name: str) -> str:

@@ -100,6 +100,17 @@ def test_an_add_of_a_release_the_registries_lack_names_those_they_have(tmp_path)
         toolchain_envs.add("latest", str(tmp_path), progress=lambda text: None)
 
 
+def test_an_add_that_fails_in_pip_leaves_nothing_behind(tmp_path, monkeypatch):
+    # the registries' index did not answer (pip index versions failed), so pip itself finds the gap,
+    # after the environment was created: the error names what the registries have, and the
+    # half-made environment is removed with it
+    monkeypatch.setattr(toolchain_envs, "_check_available", lambda name: None)
+    with pytest.raises(toolchain_envs.ToolchainError) as e:
+        toolchain_envs.add("triton-3.99.0", str(tmp_path), progress=lambda text: None)
+    assert "the package registries have no triton==3.99.0; they have:" in str(e.value) and "3.8.0" in str(e.value)
+    assert not os.listdir(tmp_path)
+
+
 def test_the_command_lists_the_toolchains_as_the_api_does():
     done = subprocess.run([sys.executable, "-m", "irscope", "toolchains", "list", "--json"], capture_output=True,
                           text=True, timeout=120, check=True)
