@@ -111,8 +111,9 @@ def glance(store: Store, job: Job) -> list[Item]:
     keys = [s.key for s in job.stages]
     c = counts(store, job)
     items: list[Item] = []
-    if c.graphs:
-        items.append(Item(_plural(len(c.graphs), "graph"), c.graphs[0]))
+    if c.graphs:  # the index of the compiles where there are several, else the one graph
+        items.append(Item(_plural(len(c.graphs), "graph"), "dynamo.compiles" if "dynamo.compiles" in keys
+                          else c.graphs[0]))
     if c.breaks is not None:
         stage = c.breaks
         count = c.graph_breaks

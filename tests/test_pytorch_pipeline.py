@@ -494,6 +494,10 @@ def test_graph_break_model_all_core_stages(compiled):
     assert "inside forward (4, 16)" in compiled.text("graph_break", "run.stdout")
     # the unqualified key finds the first graph
     assert "torch._C._nn.linear" in compiled.text("graph_break", "dynamo.fx_graph")
+    # the index of its two compiles: irscope called the model, so no line of the user's called them
+    FileCheck().check("# 2 compiles of 2 functions\n").check("## called from no line of yours") \
+        .check("[0/0] forward, line ").check(f"graph break at line {PRINT_LINE}") \
+        .check("[1/0] torch_dynamo_resume_in_forward_at_").run(compiled.text("graph_break", "dynamo.compiles"))
     breaks = compiled.text("graph_break", "dynamo.graph_breaks")
     FileCheck().check("## graph break 1").check(f"model.py:{PRINT_LINE}").check("print").run(breaks)
     # the user code traceback holds the user's frames; irscope's own (its job process and pipeline)
@@ -1100,8 +1104,29 @@ def test_a_program_that_calls_torch_compile_itself_runs_as_written_and_every_com
     # the module was trained: AOTAutograd's backward graph and Inductor's backward kernels
     assert any(k.startswith("aot.backward_graph:") for k in keys)
     assert any(k.startswith("inductor.output_code:") and k.endswith(".backward") for k in keys), keys
-    facts = " · ".join(f["text"] for f in compiled.client.get(f"/api/jobs/{job['id']}").get_json()["summary"])
+    summary = compiled.client.get(f"/api/jobs/{job['id']}").get_json()["summary"]
+    facts = " · ".join(f["text"] for f in summary)
     assert re.search(r"\d+ graphs · \d+ graph breaks? \(line", facts) and "recompile" in facts, facts
+    # the index of the compiles, by the line of the program that called into compiled code (as
+    # dynamo_start's stack records it): the module's two graphs around its break under the training
+    # loop's call, scale_shift's two compiles together, the second a recompile with its failed guard
+    lines = PROGRAM.splitlines()
+    call = lines.index("        loss = compiled(torch.randn(8, 32)).pow(2).mean()") + 1
+    # (a decorated function's code starts at its decorator)
+    forward, shift = lines.index("    def forward(self, x):") + 1, lines.index("@torch.compile") + 1
+    index = compiled.stage("program", "dynamo.compiles")
+    assert index["meta"]["compiles"] == len(graphs) and index["meta"]["call_sites"][0] == call, index["meta"]
+    assert len(index["meta"]["call_sites"]) == 2, index["meta"]
+    text = compiled.text("program", "dynamo.compiles")
+    FileCheck().check(f"# {len(graphs)} compiles of 3 functions, called from 2 lines of yours") \
+        .check(f"## line {call}: loss = compiled(torch.randn(8, 32)).pow(2).mean()") \
+        .check(f"] forward, line {forward}: a graph of").check(f"graph break at line {branch}") \
+        .check("] torch_dynamo_resume_in_forward_at_").check("## line ") \
+        .check(f"] scale_shift, line {shift}: a graph of") \
+        .check(f"] scale_shift, line {shift}: recompiled: {recompiled[0].split('/')[0]}/0: tensor 'x' size mismatch") \
+        .run(text)
+    assert [call, forward] == [index["source_map"][0][1], index["source_map"][1][1]], index["source_map"]
+    assert summary[0]["stage"] == "dynamo.compiles"  # "N graphs" leads to the index
 
 
 def test_a_program_that_compiles_nothing_says_so(compiled):

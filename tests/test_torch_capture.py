@@ -202,3 +202,25 @@ def test_an_exception_irscopes_own_code_raised_is_irscopes_fault_not_the_users_l
     for_them = error_of("import torch\nfrom compiler.cute.capture import cute_dtype\n\ncute_dtype(torch.complex64)\n")
     assert for_them.error.kind == ErrorKind.UserCodeError and for_them.error.line == 4
     assert "has no CuTe element type" in for_them.error.message
+
+
+def test_the_compile_index_groups_compiles_by_the_users_line_that_called_them(entries):
+    from compiler.pytorch import compile_index
+    # the recording's harness, /tmp/t1/p.py, called the module at its line 5; as the user's file,
+    # that is the call site of both compiles: the forward up to its print (Dynamo's restart 0/0_1
+    # folded into 0/0) and the resume function after it
+    records = compile_index.compiles(entries, USER + ("/tmp/t1/p.py",))
+    assert [(r["compile_id"], r["function"], r["line"], r["call_line"], r["ops"], r["breaks"]) for r in records] == [
+        ("0/0", "forward", 6, 5, 1, [8]), ("1/0", "torch_dynamo_resume_in_forward_at_8", 8, 5, 3, [])]
+    assert records[0]["call_text"] == 'torch.compile(ns["model"])(*ns["example_inputs"])'
+    assert records[0]["seconds"] == 1.247 and records[0]["recompile"] is None and records[0]["error"] is None
+    text, pairs = compile_index.text_and_map(compile_index.by_call_site(records))
+    assert text.splitlines()[:5] == [
+        "# 2 compiles of 2 functions, called from 1 line of yours", "",
+        '## line 5: torch.compile(ns["model"])(*ns["example_inputs"])',
+        "- [0/0] forward, line 6: a graph of 1 op; graph break at line 8; 1.25 s",
+        "- [1/0] torch_dynamo_resume_in_forward_at_8, line 8: a graph of 3 ops; 11.68 s"]
+    assert pairs == [[3, 5], [4, 6], [5, 8]]
+    # without the harness as the user's: one group, called from no line of the user's
+    alone = compile_index.by_call_site(compile_index.compiles(entries, USER))
+    assert len(alone) == 1 and alone[0]["line"] is None and len(alone[0]["compiles"]) == 2

@@ -23,7 +23,7 @@ from typing import Any
 
 from compiler import graph_drawing
 from compiler.pipeline import Bundle
-from compiler.pytorch import fx_graph_dot
+from compiler.pytorch import compile_index, fx_graph_dot
 from compiler.pytorch import guards as dynamo_guards
 from compiler.pytorch import source_map as torch_source_map
 from compiler.pytorch import trace as torch_trace
@@ -147,6 +147,12 @@ class TraceStages:
             self._release_held(cid, state)
             self._release_code(cid, state)
         bundle, entries, user_paths = self.bundle, self.entries, self.user_paths
+        records = compile_index.compiles(entries, user_paths)
+        if len(records) > 1:  # one compile needs no index
+            groups = compile_index.by_call_site(records)
+            text, pairs = compile_index.text_and_map(groups)
+            self._add("dynamo.compiles", f"{compile_index.TITLE} ({len(records)})", "Dynamo", "text", text, pairs,
+                      {"compiles": len(records), "call_sites": [g["line"] for g in groups if g["line"]]})
         recompiles = torch_trace.of_kind(entries, "recompile_reasons")
         if recompiles:
             frames = recompiled_frames(entries, recompiles)

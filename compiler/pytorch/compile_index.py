@@ -1,0 +1,129 @@
+"""The index of a job's compiles, as tlparse's index lists them, grouped by the user's line that
+called into compiled code: for each compile id, the function Dynamo compiled, what came of it (a
+graph and its size, the graph breaks it made, the guard that failed when it was a recompile, an
+error) and how long it took, all read from the structured trace PyTorch wrote:
+
+- `dynamo_start`'s stack: the frames that led to the compile; the innermost frame of the user's
+  file below the compiled function itself is the call site (`compiled(x)` in a loop, a
+  `model(x)` in `main()`); a graph break's resume function is called from the same line;
+- `compilation_metrics`: the function (`co_name`, `co_firstlineno`), `graph_op_count`,
+  `recompile_reason`, `fail_type`/`fail_reason` and `entire_frame_compile_time_s`;
+- `dynamo_graph_break_reason`: the user's line of each break.
+
+Pure functions of the trace entries; no torch import."""
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.pytorch import source_map as torch_source_map
+from compiler.pytorch import trace as torch_trace
+
+TITLE = "Compiles"
+
+
+def _base(cid: str) -> str:
+    """A compile id without Dynamo's restart attempt ("0/0_1" -> "0/0")."""
+    return cid.split("_", 1)[0]
+
+
+def _user(path: str, user_paths: tuple[str, ...]) -> bool:
+    return torch_source_map._is_user_path(path, user_paths)
+
+
+def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One record per compile id Dynamo started (restart attempts folded into their compile), in
+    the order they started: compile_id, function, line (its `def`, when in the user's file),
+    call_line and call_text (the user's line that called it; None when no frame of the user's file
+    led there), ops (the graph's op count; None without a graph), breaks (user lines), recompile
+    (the failed guard, first line), error, seconds."""
+    strings = torch_trace.string_table(entries)
+    out: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        cid = e.compile_id
+        if cid is None or cid.startswith("!"):  # compiled autograd's ids are not frames of the program
+            continue
+        base = _base(cid)
+        if e.kind == "dynamo_start" and isinstance(e.data, dict):
+            record = out.setdefault(base, _record(base))
+            stack = e.data.get("stack") or []
+            top = stack[-1] if stack else {}
+            record["function"] = record["function"] or str(top.get("name", ""))
+            for frame in reversed(stack[:-1]):
+                if _user(strings.get(frame.get("filename"), str(frame.get("filename", ""))), user_paths):
+                    record["call_line"] = frame.get("line")
+                    record["call_text"] = str(frame.get("loc") or "").strip()
+                    break
+        elif e.kind == "compilation_metrics" and isinstance(e.data, dict) and base in out:
+            m, record = e.data, out[base]
+            record["function"] = str(m.get("co_name") or record["function"])
+            if m.get("co_firstlineno") and _user(str(m.get("co_filename") or ""), user_paths):
+                record["line"] = int(m["co_firstlineno"])
+            if m.get("graph_op_count") is not None:
+                record["ops"] = int(m["graph_op_count"])
+            if m.get("recompile_reason"):
+                record["recompile"] = str(m["recompile_reason"]).strip().splitlines()[0]
+            if m.get("fail_type"):
+                reason = str(m.get("fail_reason") or "").strip().splitlines()
+                record["error"] = f"{m['fail_type']}: {reason[0]}" if reason else str(m["fail_type"])
+            if m.get("entire_frame_compile_time_s") is not None:
+                record["seconds"] = round(float(m["entire_frame_compile_time_s"]), 3)
+        elif e.name == "dynamo_graph_break_reason" and base in out:
+            line = torch_source_map.graph_break_line(e.payload, user_paths)
+            if line and line not in out[base]["breaks"]:
+                out[base]["breaks"].append(line)
+    return list(out.values())
+
+
+def _record(cid: str) -> dict[str, Any]:
+    return {"compile_id": cid, "function": "", "line": None, "call_line": None, "call_text": "", "ops": None,
+            "breaks": [], "recompile": None, "error": None, "seconds": None}
+
+
+def by_call_site(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records grouped by call site, in the order each site first compiled: line, text and
+    compiles (records). Compiles no line of the user's file led to share one group, line None."""
+    groups: dict[Any, dict[str, Any]] = {}
+    for r in records:
+        group = groups.setdefault(r["call_line"], {"line": r["call_line"], "text": r["call_text"], "compiles": []})
+        group["compiles"].append(r)
+    return list(groups.values())
+
+
+def _what_came_of_it(r: dict[str, Any]) -> str:
+    parts = []
+    if r["recompile"]:
+        parts.append(f"recompiled: {r['recompile']}")
+    if r["error"]:
+        parts.append(f"failed: {r['error']}")
+    elif r["ops"] is not None:
+        parts.append(f"a graph of {r['ops']} op{'s' if r['ops'] != 1 else ''}" if r["ops"] else "no graph (no ops)")
+    if r["breaks"]:
+        parts.append("graph break at line " + ", ".join(str(n) for n in r["breaks"]))
+    if r["seconds"] is not None:
+        parts.append(f"{r['seconds']:.2f} s")
+    return "; ".join(parts)
+
+
+def text_and_map(groups: list[dict[str, Any]]) -> tuple[str, list[list[int]]]:
+    """The stage's text (a heading per call site, a line per compile) and its source map: a
+    heading to the line that called, a compile to its function's `def`."""
+    records = [r for g in groups for r in g["compiles"]]
+    frames = len({r["compile_id"].split("/", 1)[0] for r in records})
+    sites = sum(1 for g in groups if g["line"])
+    called = f", called from {sites} line{'s' if sites != 1 else ''} of yours" if sites else ""
+    lines = [f"# {len(records)} compile{'s' if len(records) != 1 else ''} of {frames} "
+             f"function{'s' if frames != 1 else ''}{called}"]
+    pairs: list[list[int]] = []
+    for g in groups:
+        lines.append("")
+        if g["line"]:
+            lines.append(f"## line {g['line']}: {g['text']}" if g["text"] else f"## line {g['line']}")
+            pairs.append([len(lines), g["line"]])
+        else:
+            lines.append("## called from no line of yours (irscope's call of your model, or a library's)")
+        for r in g["compiles"]:
+            where = f", line {r['line']}" if r["line"] else ""
+            lines.append(f"- [{r['compile_id']}] {r['function'] or '?'}{where}: {_what_came_of_it(r)}")
+            if r["line"]:
+                pairs.append([len(lines), r["line"]])
+    return "\n".join(lines) + "\n", pairs
