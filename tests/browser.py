@@ -18,7 +18,7 @@ import pytest
 
 from compiler import registry
 from testbed.real_servers import ROOT, Serve
-from tests.conftest import needs_bwrap
+from tests.conftest import needs_bwrap, seed_toolchain_cache
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -46,9 +46,13 @@ BROWSER_MARKS = [
 
 # --- one browser, a server per module ---------------------------------------------------------------
 @pytest.fixture(scope="module")
-def server_data(tmp_path_factory):
-    """The server's data directory (its SQLite store is shared with the tests that write to it)."""
-    return tmp_path_factory.mktemp("browser-data")
+def server_data(tmp_path_factory, pytorch_toolchain_cache):
+    """The server's data directory (its SQLite store is shared with the tests that write to it),
+    seeded with the session's toolchain cache, as `./run.sh serve` warms one before it serves: its
+    PyTorch jobs start warm (the cache changes nothing they compile: tests/test_pytorch_pipeline.py)."""
+    data = tmp_path_factory.mktemp("browser-data")
+    seed_toolchain_cache(pytorch_toolchain_cache, str(data))
+    return data
 
 
 @pytest.fixture(scope="module")

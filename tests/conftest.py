@@ -145,6 +145,33 @@ def pytorch_toolchain_cache(first_job_after_start) -> str:
     return first_job_after_start[0]
 
 
+@pytest.fixture(scope="session")
+def torch_2_14_toolchain_cache(tmp_path_factory) -> str:
+    """torch-2.14.1's toolchain cache, built once per session as a server builds another toolchain's
+    on its first job (WarmUps.build_other: that toolchain's warm-up job in its own interpreter), for
+    the modules that compile on torch-2.14.1 to seed (seed_toolchain_cache)."""
+    from service import job_process, toolchain_envs
+    from service.toolchain import toolchain
+    chain = toolchain_envs.find("torch-2.14.1")
+    if chain is None:
+        pytest.fail(f"toolchain torch-2.14.1 is not installed in {toolchain_envs.root()}: `./run.sh setup` installs it")
+    app = make_app(tmp_path_factory.mktemp("torch-2.14.1-warm-up"), languages="pytorch", workers=1)
+    runner = app.extensions["irscope"].runner
+    said = []
+    try:
+        runner.warm_ups.build_other("pytorch", chain, said.append)
+        cache = job_process.toolchain_cache_dir(runner.config, "pytorch", toolchain("pytorch", chain))
+    finally:
+        runner.shutdown()
+    assert said and said[0].startswith("warming up: the first torch-2.14.1 job builds its toolchain cache"), said
+    from compiler.pytorch import toolchain_cache
+    built = toolchain_cache.exported(cache) if os.path.isdir(cache) else {}
+    # torch 2.14's probes leave a `.load_ok` marker beside each library: they are probes all the same
+    assert built.get("isa_probes", 0) >= 3 and built.get("precompiled_headers") == 1, \
+        f"the torch-2.14.1 warm-up built {built}"
+    return cache
+
+
 def seed_toolchain_cache(cache: str, data_dir: str) -> str:
     """Copy a built toolchain cache into a data directory, where a runner looks for it."""
     dest = os.path.join(data_dir, "toolchain", os.path.basename(cache))

@@ -32,9 +32,10 @@ OTHER = "torch-2.14.1"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, pytorch_toolchain_cache):
+def served(tmp_path_factory, pytorch_toolchain_cache, torch_2_14_toolchain_cache):
     data = str(tmp_path_factory.mktemp("toolchains"))
-    seed_toolchain_cache(pytorch_toolchain_cache, data)  # the default's jobs start warm
+    for cache in (pytorch_toolchain_cache, torch_2_14_toolchain_cache):  # both toolchains' jobs start warm
+        seed_toolchain_cache(cache, data)
     server = Serve(data, {"languages": "fake,pytorch,triton,jax", "workers": 2, "spare_workers": 0,
                           "warm_toolchain_cache": False, "poll_interval_ms": 250, "max_jobs_per_client": 0,
                           "rate_limit": "", "mcp_compile_wait_s": 5}).start()

@@ -143,10 +143,11 @@ def compiled(request, tmp_path_factory) -> Compiled:
     # store answers every job compiled there before
     kept = os.environ.get("IRSCOPE_TEST_TOOLCHAIN_STORE")
     base = Path(kept) if kept else tmp_path_factory.mktemp("toolchains")
-    if not os.path.isdir(base / "var" / "toolchain"):  # the default's PyTorch jobs start warm
+    if not os.path.isdir(base / "var" / "toolchain"):  # the PyTorch jobs of both toolchains start warm
         seed_toolchain_cache(request.getfixturevalue("pytorch_toolchain_cache"), str(base / "var"))
+        seed_toolchain_cache(request.getfixturevalue("torch_2_14_toolchain_cache"), str(base / "var"))
     # no spares (as tests/test_toolchain_compare.py): every job starts its own sandboxed process, in
-    # its toolchain's interpreter; torch-2.14.1's jobs build their CPU probes themselves
+    # its toolchain's interpreter
     app = make_app(base, languages="pytorch,triton,gluon,jax,hlo,stablehlo", workers=2, spare_workers=0,
                    warm_toolchain_cache=False, rate_limit="", max_queued_jobs=0, wall_time_limit_s=600)
     client = app.test_client()

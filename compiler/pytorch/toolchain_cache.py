@@ -52,7 +52,9 @@ HEADERS = "precompiled_headers"
 
 # Inductor's own kernels start with this include; the ISA probes never do.
 _KERNEL_MARK = "torch/csrc/inductor/cpp_prefix.h"
-_PROBE_FILES = (".cpp", ".so", ".lock")
+# torch 2.14 also writes `<probe>.so.load_ok` once a child Python loaded the probe (then it is not
+# loaded again): the marker belongs to the probe and to this host, as the cache does.
+_PROBE_FILES = (".cpp", ".so", ".lock", ".so.load_ok")
 _HEADER_FILES = (".h", ".h.gch")
 
 
