@@ -12,7 +12,7 @@ from app import services
 from app.api import not_found
 from app.http_policy import client_address
 from app.ide import form_options
-from service.scans import Report
+from service.scans import Report, stage_choices, stage_from_form
 
 bp = Blueprint("scans", __name__)
 
@@ -67,7 +67,18 @@ def _context(scan_id: str) -> dict[str, Any]:
 def page(scan_id: str):
     if services().store.scan(scan_id) is None:
         abort(404, f"no scan {scan_id!r}")
-    return render_template("scan.html", **_context(scan_id))
+    context = _context(scan_id)
+    return render_template("scan.html", choices=stage_choices(context["report"]), **context)
+
+
+@bp.post("/scan/<scan_id>/stage")
+def another_stage(scan_id: str):
+    """The scan page's stage picker: the same jobs, another stage compared (Scans.again)."""
+    services().admission.check_open()
+    found = services().scans.again(scan_id, stage_from_form(request.form), client_address())
+    if found is None:
+        abort(404, f"no scan {scan_id!r}, or none of its jobs is kept")
+    return redirect(f"/scan/{found[0].id}", code=303)
 
 
 @bp.get("/scan/<scan_id>/status")

@@ -214,6 +214,18 @@ class Scans:
         self.store.create_scan(scan)
         return scan, submitted
 
+    def again(self, scan_id: str, stage: Any, client: str) -> tuple[Scan, list[tuple[Job, bool]]] | None:
+        """The same scan comparing another stage: a scan of the same requests, whose jobs the store
+        has (nothing compiles again, and a known job counts nothing against the client's cap).
+        None: no such scan, or none of its jobs is kept."""
+        scan = self.store.scan(scan_id)
+        jobs = (self.store.get_job(job_id) for _, job_id in (scan.jobs if scan else []))
+        job = next((j for j in jobs if j is not None), None)
+        if job is None:
+            return None
+        return self.start({"language": job.request.language, "source": job.request.source,
+                           "options": job.request.options, "stage": stage}, client)
+
     # --- what it found ----------------------------------------------------------------------------
     def report(self, scan_id: str) -> Report | None:
         """The scan's jobs in version order with their status, and the changes between consecutive
@@ -311,6 +323,27 @@ class Scans:
         if name:
             text = text.replace(f"<toolchains>/{name}", "<toolchain>")
         return text.replace("<venv>", "<toolchain>")
+
+
+def stage_choices(report: Report) -> dict[str, list[str]]:
+    """What the scan page's stage picker offers, from the jobs that compiled: every kind of stage
+    (a key's part before ':'), every stage key (at most MAX_STAGES), and every GPU kernel (its PTX)."""
+    keys = list(dict.fromkeys(s.key for e in report.entries if e.job is not None and e.job.status == "done"
+                              for s in e.job.stages))[:MAX_STAGES]
+    kernels = (k.split(":", 1)[1] for k in keys if k.startswith(("triton.ptx:", "cute.ptx:")))
+    return {"kinds": list(dict.fromkeys(k.split(":", 1)[0] for k in keys if ":" in k)), "keys": keys,
+            "kernels": list(dict.fromkeys(kernels))}
+
+
+def stage_from_form(form: Any) -> Any:
+    """The stage spec of the scan page's picker: `registers` (a kernel, "*": every kernel), else
+    `regex` (in `stage`, when one is picked), else `stage`; nothing: the default."""
+    stage, pattern, registers = (str(form.get(name) or "") for name in ("stage", "regex", "registers"))
+    if registers:
+        return {"registers": True if registers == "*" else registers}
+    if pattern:
+        return {"regex": pattern, **({"stage": stage} if stage else {})}
+    return stage or None
 
 
 def _of_kind(key: str, kind: str) -> bool:

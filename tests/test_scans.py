@@ -8,6 +8,9 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from urllib.parse import quote
 
 import pytest
@@ -182,6 +185,38 @@ def test_a_scan_of_more_toolchains_than_one_client_may_run_is_refused_before_any
         app.extensions["irscope"].runner.shutdown()
 
 
+def test_the_scan_pages_picker_compares_another_stage_of_the_same_jobs(server, scans):
+    """The form of /scan/<id>: the same requests with another stage spec, answered by the same jobs
+    (known to the store: nothing compiles again); the register scan it makes is the fixture's own."""
+    scan = scans["ptx"]
+    status, page = http(server, f"/scan/{scan['scan']}")
+    assert status == 200 and '<form class="scan-stage" id="scan-stage" method="post"' in page
+    for kind in ("triton.ptx", "triton.sass", "kernels.resources"):
+        assert f'<option value="{kind}">{kind}</option>' in page, kind
+    assert '<option value="softmax_kernel">softmax_kernel</option>' in page  # a kernel, for its registers
+    request = urllib.request.Request(f"{server}/scan/{scan['scan']}/stage", method="POST",
+                                     data=urllib.parse.urlencode({"stage": "", "regex": "",
+                                                                  "registers": "softmax_kernel"}).encode())
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        opener.open(request, timeout=30)
+        raise AssertionError("the picker answers with a redirect to the new scan")
+    except urllib.error.HTTPError as e:
+        assert e.code == 303, e.code
+        location = e.headers["Location"]
+    assert location == f"/scan/{scans['registers']['scan']}"  # the same jobs, the same spec: the same scan
+    status, again = http(server, f"/api/scans/{scans['registers']['scan']}")
+    assert [j["job"] for j in again["jobs"]] == [j["job"] for j in scan["jobs"]]
+    assert again["compared"] == "the registers per thread of kernel softmax_kernel (kernels.resources)"
+    status, body = http(server, "/scan/nosuchscan/stage", {"stage": "triton.ptx"})
+    assert status == 404
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
 def test_the_scan_tool_over_mcp_answers_the_same_changes(server, scans):
     async def work(session: ClientSession):
         return _result(await session.call_tool("scan", {"language": "triton", "source": SOURCE, "options": OPTIONS,
@@ -215,6 +250,15 @@ def test_the_scan_page_shows_the_changes_opens_a_diff_and_a_job_page_starts_the_
     page.wait_for_url("**/c/**")
     pane = page.wait_for_selector(f'#compare-pane .compare-diff[data-a="{PTX}"][data-b="{PTX}"]')
     assert removed in pane.inner_text() and "identical" not in pane.inner_text()
+
+    # the stage picker: another stage of the same jobs compared, on the scan's own page
+    page.goto(f"/scan/{scan['scan']}")
+    page.select_option("#scan-stage-key", "triton.sass")
+    page.click("#scan-stage button[type=submit]")
+    page.wait_for_selector('.scan-jobs[data-status="done"]')
+    assert page.inner_text("#scan-compared") == "stage triton.sass"
+    assert page.input_value("#scan-stage-key") == "triton.sass"
+    assert page.locator(".scan-row td a").all_inner_texts() == [j["job"] for j in scan["jobs"]]
 
     # "scan versions" on a job page: the editor's source and options, the same jobs, the same scan
     page.goto(scan["jobs"][0]["url"])

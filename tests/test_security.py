@@ -786,8 +786,8 @@ def test_a_root_only_file_bound_into_the_sandbox_stays_unreadable(tmp_path, secr
     assert line not in outcome.output
 
 
-@pytest.mark.parametrize("path", ["/compile", "/import", "/compare", "/api/compile", "/api/comparisons",
-                                  "/api/imports", "/api/shortlinks"])
+@pytest.mark.parametrize("path", ["/compile", "/import", "/compare", "/scan", "/scan/any/stage", "/api/compile",
+                                  "/api/comparisons", "/api/imports", "/api/shortlinks", "/api/scan"])
 def test_cross_site_posts_are_refused_on_every_route(tmp_path, path):
     """A page of another site cannot make a visitor's browser post to irscope (its jobs would run
     on the visitor's quota, and on an intranet install it would run code): the browser's own
