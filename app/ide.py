@@ -44,6 +44,27 @@ def _grouped(stages: list) -> "OrderedDict[str, list]":
     return groups
 
 
+# A stage of one GPU kernel: `triton.ptx:<kernel>`, `cute.sass:<kernel>` (compiler/kernels/stages.py),
+# `helion.config:<kernel>` (compiler/helion/pipeline.py).
+_KERNEL_STAGE = re.compile(r"^(?:triton|cute|helion)\.[a-z_]+:(.+)$")
+
+
+@bp.app_template_filter("kernels_of")
+def kernels_of(stages: list) -> list[str]:
+    """The GPU kernels whose stages a group holds, in order. A group of two or more shows a kernel
+    picker and the tabs of one kernel at a time, whatever language compiled them (Triton, Helion,
+    Gluon, CuTe, Inductor's Triton kernels)."""
+    found = (_KERNEL_STAGE.match(s.key) for s in stages)
+    return list(dict.fromkeys(m.group(1) for m in found if m))
+
+
+@bp.app_template_filter("kernel_of")
+def kernel_of(key: str) -> str:
+    """The kernel of one kernel stage's key ("" for any other stage)."""
+    m = _KERNEL_STAGE.match(key)
+    return m.group(1) if m else ""
+
+
 @bp.app_template_filter("slug")
 def _slug(group: str) -> str:
     """An id-safe name for a stage group (ids of the tab bar's OOB swap targets)."""
@@ -206,6 +227,8 @@ def job_updates(job_id: str):
         every = context["groups"][group]
         if group not in before:
             kind = "group"
+        elif len(kernels_of(every)) > 1:
+            kind = "regroup"  # a kernel picker is drawn again with its new kernels and tabs
         elif len(before[group]) <= MAX_TABS_PER_GROUP < len(every):
             kind = "regroup"  # just became a list: the group is drawn again
         elif len(every) > MAX_TABS_PER_GROUP:

@@ -172,18 +172,51 @@
   });
   editor.on("cursorActivity", function () { lightSource(editor.getCursor().line + 1, true); });
 
+  // a lesson's explanation in a narrow window: its first sentence, the rest one click away
+  if (window.matchMedia("(max-width: 900px)").matches) {
+    document.querySelectorAll(".lesson-note details.lesson-explain[open]").forEach(function (d) { d.open = false; });
+  }
+
   // --- the tab bar: one tablist; tabs and stage lists are one roving-focus row -----------------
   function tabBar() { return document.querySelector("#results .stage-tabs"); }
   function barItems() {
+    // the row's members: tabs (those of a kernel picker's other kernels are hidden), lists, pickers
     var bar = tabBar();
-    return bar ? Array.prototype.slice.call(bar.querySelectorAll("[role=tab], .stage-select")) : [];
+    return bar ? Array.prototype.slice.call(bar.querySelectorAll("[role=tab], .stage-select, .kernel-select"))
+      .filter(function (item) { return !item.hidden; }) : [];
+  }
+  // --- kernel pickers: a group of several GPU kernels shows one kernel's tabs at a time -----------
+  function showKernel(select) {
+    select.closest(".group").querySelectorAll("[role=tab][data-kernel]").forEach(function (tab) {
+      tab.hidden = tab.dataset.kernel !== select.value;
+    });
+  }
+  function showKernelOf(key) {
+    // the picker follows the open stage (a link, the address or the kernels table can open any)
+    document.querySelectorAll("#results .stage-tabs .kernel-select").forEach(function (select) {
+      var tab = key ? Array.prototype.filter.call(select.closest(".group").querySelectorAll("[role=tab][data-kernel]"),
+        function (t) { return t.dataset.key === key; })[0] : null;
+      if (tab) { select.value = tab.dataset.kernel; }
+      showKernel(select);
+    });
+  }
+  function pickKernel(select) {
+    // the same kind of stage of the picked kernel (its PTX after another's PTX), else its first
+    showKernel(select);
+    var tabs = Array.prototype.slice.call(select.closest(".group").querySelectorAll("[role=tab]:not([hidden])"));
+    var kind = activeKey ? activeKey.split(":")[0] : "";
+    var pick = tabs.filter(function (t) { return t.dataset.kernel && t.dataset.key.split(":")[0] === kind; })[0] ||
+      tabs.filter(function (t) { return t.dataset.kernel; })[0];
+    if (pick) { openStage(pick); }
   }
   function hasKey(select, key) {
     return Array.prototype.some.call(select.options, function (o) { return o.value === key; });
   }
   function markActive() {
+    showKernelOf(activeKey);
     var items = barItems(), stop = null;
     items.forEach(function (item) {
+      if (item.matches(".kernel-select")) { return; }
       var isActive = item.matches(".stage-select") ? hasKey(item, activeKey) : item.dataset.key === activeKey;
       if (item.matches(".stage-select")) {
         if (!isActive || item.value !== activeKey) { item.value = isActive ? activeKey : ""; }
@@ -199,6 +232,7 @@
   }
   function activate(item) {
     if (item.matches("[role=tab]")) { htmx.trigger(item, "click"); return; }
+    if (item.matches(".kernel-select")) { return; }  // arrows move past it; a pick is a change
     if (item.value) { openFromList(item); }
   }
   function openFromList(select) {
@@ -213,7 +247,7 @@
   document.addEventListener("keydown", function (e) {
     var bar = tabBar();
     if (!bar || !bar.contains(e.target)) { return; }
-    var items = barItems(), at = items.indexOf(e.target.closest("[role=tab], .stage-select"));
+    var items = barItems(), at = items.indexOf(e.target.closest("[role=tab], .stage-select, .kernel-select"));
     if (at < 0) { return; }
     var to = {ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: items.length - 1}[e.key];
     if (to === undefined) { return; }
@@ -226,6 +260,8 @@
   document.addEventListener("change", function (e) {
     var select = e.target.closest && e.target.closest(".stage-select");
     if (select && select.value) { openFromList(select); }
+    var picker = e.target.closest && e.target.closest(".kernel-select");
+    if (picker) { pickKernel(picker); }
   });
 
   // --- a job's results: first useful stage, error line, share ------------------------------------

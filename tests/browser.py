@@ -202,6 +202,9 @@ def open_stage(page, key: str, pane: str = "#pane") -> None:
     """Open one stage from the tab bar (its tab, or its entry in a group's list) and wait for it."""
     tab = page.locator(f'#results .stage-tabs [role=tab][data-key="{key}"]')
     if tab.count():
+        kernel = tab.get_attribute("data-kernel")
+        if kernel and not tab.is_visible():  # a kernel picker shows one kernel's tabs: pick its kernel
+            page.locator(f'#results .stage-tabs .kernel-select:has(option[value="{kernel}"])').select_option(kernel)
         tab.click()
     else:
         select = page.locator(f'#results .stage-tabs .stage-select:has(option[value="{key}"])')

@@ -262,6 +262,47 @@ def test_kernels_are_one_sortable_table_that_tells_kernels_from_configs(watched)
     assert f"{len(kernels)} kernel{'s' if len(kernels) > 1 else ''}{configs}" in glance, glance
 
 
+@pytest.mark.parametrize("slug", ["triton-registers-spills-occupancy", "helion-two-configs"])
+def test_several_kernels_are_one_picker_and_one_kernels_tabs_whatever_the_language(sized, slug):
+    """Triton's kernels and Helion's alike: a group of several kernels is a kernel picker and the
+    tabs of the picked kernel (source to SASS), not one long list; picking another kernel opens the
+    same kind of stage of it; the stage still starts on the first screen."""
+    page, size = sized
+    open_lesson(page, lessons.by_slug(lessons.load(), slug))
+    group = page.locator('#results .stage-tabs .group:has([role=tab][data-key^="triton.ptx:"])')
+    picker = group.locator(".kernel-select")
+    assert picker.count() == 1 and picker.is_visible()
+    kernels = picker.locator("option").evaluate_all("os => os.map(o => o.value)")
+    assert len(kernels) >= 2, kernels
+    assert page.locator("#results .stage-tabs .stage-select").count() == 0  # no list of every kernel's stages
+    if slug.startswith("helion"):  # Helion's own stages of each kernel: a picker of their own
+        helion = page.locator('#results .stage-tabs .group:has([role=tab][data-key^="helion.config:"])')
+        assert helion.locator(".kernel-select option").count() == len(kernels)
+        assert helion.locator("[role=tab]").evaluate_all("ts => ts.filter(t => t.offsetParent !== null).map("
+                                                         "t => t.textContent)") == ["Config", "Config space",
+                                                                                    "Triton code"]
+
+    def shown() -> list[str]:
+        return group.locator("[role=tab][data-kernel]").evaluate_all(
+            "ts => ts.filter(t => t.offsetParent !== null).map(t => t.dataset.key)")
+    first = picker.input_value()
+    keys = shown()
+    assert keys and all(k.endswith(":" + first) for k in keys) and len(keys) <= 9, keys
+    assert {k.split(":")[0] for k in keys} >= {"triton.ptx", "triton.sass"}
+    group.locator(f'[role=tab][data-key="triton.ptx:{first}"]').click()
+    page.wait_for_selector(f'#pane .artifact[data-key="triton.ptx:{first}"]')
+    other = next(k for k in kernels if k != first)
+    picker.select_option(other)
+    page.wait_for_selector(f'#pane .artifact[data-key="triton.ptx:{other}"]')  # the same kind, the other kernel
+    assert all(k.endswith(":" + other) for k in shown()), shown()
+    assert page.get_attribute(f'[role=tab][data-key="triton.ptx:{other}"]', "aria-selected") == "true"
+    on_first_screen(page, "#pane .artifact-body .ln")
+    # the address names the stage: a reload opens it with its kernel picked
+    page.reload()
+    page.wait_for_selector(f'#pane .artifact[data-key="triton.ptx:{other}"]')
+    assert picker.input_value() == other and all(k.endswith(":" + other) for k in shown())
+
+
 def test_an_error_leads_with_its_point_and_names_no_server_path(sized, server_data):
     page, size = sized
     compile_in_page(page, "pytorch", SHAPE_MISMATCH)
