@@ -189,7 +189,7 @@ def test_pytorch_program_compiles_every_frame(jobs, name):
 def test_dynamic_true_compiles_one_symbolic_graph(jobs):
     keys = _done(jobs, "pytorch/dynamic_true")
     assert _graphs(keys) == ["0/0"]
-    assert re.search(r"f32\[s\d+, 24\]", jobs.text("pytorch/dynamic_true", "dynamo.fx_graph:0/0"))
+    assert re.search(r"f32\[s\d+, s\d+\]", jobs.text("pytorch/dynamic_true", "dynamo.fx_graph:0/0"))  # sizes symbolic
 
 
 def test_the_programs_output_is_kept(jobs):

@@ -344,7 +344,8 @@ def _run_program_virtually(options: dict[str, Any], ctx: JobContext, path: str, 
     entries = capture.finish("", model, options, torch)
     if notices.items:
         bundle.add("run.notices", "Not run, not timed, not compared", "Run", "text", notices.text(),
-                   source_map=[[n["line"], n["line"]] for n in notices.items if n["line"]])
+                   source_map=[[n, notice["line"]] for n, notice in enumerate(notices.items, start=1)
+                               if notice["line"]])
     _record_compile_timings(bundle, entries, toolchain, {"program_s": seconds})
     _end_program(bundle, entries, error, path)
 
