@@ -329,24 +329,27 @@ def _run_program_virtually(options: dict[str, Any], ctx: JobContext, path: str, 
     def explain(e: BaseException) -> UserError:
         return _program_error(e, path, ctx, run_mode)
 
+    phases: dict[str, float] = {}
     with _in_world(world, path), compile_only.modules_move_by_assignment(), \
             virtual_program.installed(notices, torch, gpu is not None), capture.installed(mode):
         _, error = run_as_main(path, capture.sink, explain)
+        phases["program_s"] = time.perf_counter() - started
         stopped = error is not None and compile_only.is_data_dependent(error.__cause__ or error)
         if stopped:
             notices.stopped_at(error.__cause__)
             error = None
         if capture.order is not None and error is None:
-            gpu_codegen.compile_other_configs(capture.order, capture.kernel_capture, ctx.workdir,
-                                              ctx.settings.job_cpus)
-    seconds = time.perf_counter() - started
+            phases["later_kernel_configs_s"] = gpu_codegen.compile_other_configs(
+                capture.order, capture.kernel_capture, ctx.workdir, ctx.settings.job_cpus)
+    finishing = time.perf_counter()
     model = notices.modules[-1] if notices.modules else None
     entries = capture.finish("", model, options, torch)
     if notices.items:
         bundle.add("run.notices", "Not run, not timed, not compared", "Run", "text", notices.text(),
                    source_map=[[n, notice["line"]] for n, notice in enumerate(notices.items, start=1)
                                if notice["line"]])
-    _record_compile_timings(bundle, entries, toolchain, {"program_s": seconds})
+    phases["final_stages_s"] = time.perf_counter() - finishing
+    _record_compile_timings(bundle, entries, toolchain, phases)
     _end_program(bundle, entries, error, path)
 
 
