@@ -13,7 +13,9 @@ backward graph, which AOTAutograd then compiles lazily exactly as in a real run.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
+from unittest import mock
 
 NOTE = ("compile-only: the inputs and parameters are fake tensors (shape, stride, dtype, device; no values). "
         "Dynamo, AOTAutograd and Inductor compiled every graph exactly as for real tensors of these shapes; "
@@ -79,6 +81,27 @@ def replace_tensors(model: Any, convert: Any) -> Any:
             if buffer is not None:
                 module._buffers[name] = new(buffer, parameter=False)
     return model
+
+
+@contextlib.contextmanager
+def modules_move_by_assignment() -> Iterator[None]:
+    """While user code runs on fake tensors: `.cuda()`, `.to(device)`, `.half()` on a module made
+    of fake tensors convert by assignment (`replace_tensors`), with the same result. Module._apply
+    swaps a fake parameter in place, which PyTorch refuses ("Couldn't swap Linear.weight"), and
+    programs move their model before parallelize_module, fully_shard or torch.compile."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    original_apply = torch.nn.Module._apply
+
+    def module_apply(module: Any, fn: Any, recurse: bool = True) -> Any:
+        if recurse and any(isinstance(t, FakeTensor) for m in module.modules()
+                           for t in (*m._parameters.values(), *m._buffers.values())):
+            return replace_tensors(module, fn)
+        return original_apply(module, fn, recurse)
+
+    with mock.patch.object(torch.nn.Module, "_apply", module_apply):
+        yield
 
 
 def _fake_tensor(t: Any, mode: Any) -> Any:

@@ -8,7 +8,9 @@
   (`Model(*get_init_inputs())`, `model(*get_inputs())`) are not needed.
 
 * Neither: a program that calls `torch.compile` itself (a tutorial, a training loop, a bug
-  report). It defines none of the conventions' names, and runs as written (`is_script`).
+  report). It binds no conventions' inputs (`example_inputs`, `get_inputs`, `get_init_inputs`),
+  and runs as written (`is_script`): programs name their own model `model` (or their class
+  `Model`) as often as not, so those names alone do not make a convention's source.
 
 The source itself always runs for real (it defines things; it should allocate little). What the
 conventions name as functions can also be called under a FakeTensorMode, which is how irscope
@@ -29,11 +31,12 @@ from compiler.user_code import runs_as_written
 IRSCOPE = "model / example_inputs"
 KERNELBENCH = "KernelBench (Model, get_inputs, get_init_inputs)"
 SCRIPT = "a program that calls torch.compile itself"
-_CONVENTION_NAMES = frozenset({"model", "example_inputs", "Model", "get_inputs", "get_init_inputs"})
+# The names that make a source a convention's: what it gives irscope to call its model on.
+_CONVENTION_NAMES = frozenset({"example_inputs", "get_inputs", "get_init_inputs"})
 
 
 def is_script(source: str) -> bool:
-    """True when the source follows neither convention (user_code.runs_as_written)."""
+    """True when the source binds none of the conventions' inputs (user_code.runs_as_written)."""
     return runs_as_written(source, _CONVENTION_NAMES)
 
 

@@ -38,6 +38,7 @@ from compiler.pytorch import (
     spare_warmup,
     toolchain_cache,
     trace_stages,
+    virtual_program,
     virtual_world,
 )
 from compiler.pytorch import trace as torch_trace
@@ -50,6 +51,7 @@ from compiler.user_code import (
     is_out_of_memory,
     run_as_main,
     run_source,
+    top_level_names,
     user_error,
     write_user_file,
 )
@@ -228,7 +230,7 @@ class PyTorchPipeline(Pipeline):
         compiled = _compiled_model(options, built, torch, bundle)
         capture = _Capture.start(options, ctx, path, world, gpu, built.run_mode, torch, logs, scheduler_estimates)
         call = _first_call(capture, built, compiled, options, ctx, path, torch)
-        entries = capture.finish(built, options, torch)
+        entries = capture.finish(built.printed, built.model, options, torch)
         _record_compile_timings(bundle, entries, toolchain, _first_call_phases(built.run_source_s, call))
         if call.error is not None:
             raise call.error
@@ -262,9 +264,14 @@ def _run_program(options: dict[str, Any], ctx: JobContext, path: str, toolchain:
     loop, a bug report): run as `python model.py` runs it (user_code.run_as_main), every compile
     it makes written from PyTorch's trace by the same TraceStages as the conventions' compile:
     each frame's Dynamo, AOTAutograd and Inductor stages by compile id, kernels, graph breaks,
-    recompiles and their guards. Its error, if it fails, comes after every stage it reached."""
+    recompiles and their guards. Its error, if it fails, comes after every stage it reached. On a
+    virtual GPU or in a virtual world it runs compile-only (_run_program_virtually)."""
     _refuse_what_a_program_sets_itself(options, torch)
     bundle = ctx.bundle
+    gpu = _gpu_target(options, toolchain, bundle, torch)
+    if gpu is not None or options["devices"] > 1:
+        _run_program_virtually(options, ctx, path, toolchain, gpu, torch, logs, scheduler_estimates)
+        return
     bundle.timing("run_mode", {"mode": "program", "sentence": PROGRAM_SENTENCE, "requested": options["run"]})
     sink = CappedText(ctx.settings.output_bytes)
     stream = _follow_trace(ctx, path, PROVENANCE_NOTE, torch)
@@ -274,34 +281,100 @@ def _run_program(options: dict[str, Any], ctx: JobContext, path: str, toolchain:
     seconds = time.perf_counter() - started
     entries, _ = _finish_trace(bundle, stream, sink.getvalue(), logs, scheduler_estimates)
     _record_compile_timings(bundle, entries, toolchain, {"program_s": seconds})
+    _end_program(bundle, entries, error, path)
+
+
+def _end_program(bundle: Bundle, entries: list[torch_trace.TraceEntry], error: UserError | None, path: str) -> None:
     if error is not None:
         raise error
     if not torch_trace.compile_ids(entries):
+        names = top_level_names(open(path, encoding="utf-8").read()) or set()
+        hint = (" (it binds `model` but no `example_inputs`: define `example_inputs` too and irscope compiles "
+                "`model` on them)") if "model" in names else ""
         raise UserError(ErrorKind.InputError, "the program ran to its end and compiled nothing: it called no function "
                                               "that torch.compile wrapped, and it defines neither `model` and "
                                               "`example_inputs` nor KernelBench's `Model`, `get_inputs` and "
-                                              "`get_init_inputs` for irscope to compile")
+                                              "`get_init_inputs` for irscope to compile" + hint)
     bundle.compiled()
 
 
+# What a program run on a virtual GPU or in a virtual world is told it got (the `run_mode` timing).
+VIRTUAL_PROGRAM_SENTENCE = ("compile-only: your program ran as written (its main() guard taken, no command-line "
+                            "arguments) on fake tensors{where}: every torch.compile it made was compiled exactly as "
+                            "asked and captured; nothing ran, so nothing is timed (notices say what a value-less "
+                            "run could not do)")
+
+
+def _run_program_virtually(options: dict[str, Any], ctx: JobContext, path: str, toolchain: _Toolchain,
+                           gpu: GpuTarget | None, torch: Any, logs: Any, scheduler_estimates: Any) -> None:
+    """A program on a virtual GPU or as rank 0 of a virtual world (compiler/pytorch/virtual_program.py):
+    run as written under the compile-only fake mode, its Inductor compiles compile-only, with the
+    world's and the virtual GPU's capture (collectives, kernels); what it could not do without
+    values (timing, comparisons, reading a value) is a notice at its line, the last one ending
+    the program with the job done."""
+    bundle = ctx.bundle
+    where = "".join([f" on a virtual {gpu.name}" if gpu is not None else "",
+                     f" as rank 0 of a virtual world of {options['devices']} ranks (option devices)"
+                     if options["devices"] > 1 else ""])
+    run_mode = entry_points.RunMode(entry_points.COMPILE_ONLY, VIRTUAL_PROGRAM_SENTENCE.format(where=where),
+                                    options["run"], None, None, ctx.settings.run_memory_percent)
+    bundle.timing("run_mode", dict(run_mode.to_json(), program=True))
+    world = virtual_world.start(options["devices"], torch) if options["devices"] > 1 else None
+    capture = _Capture.start(options, ctx, path, world, gpu, run_mode, torch, logs, scheduler_estimates)
+    notices = virtual_program.Notices(path)
+    mode = compile_only.fake_mode()
+    bundle.progress("running your program on fake tensors; every torch.compile it calls is captured")
+    started = time.perf_counter()
+
+    def explain(e: BaseException) -> UserError:
+        return _program_error(e, path, ctx, run_mode)
+
+    phases: dict[str, float] = {}
+    with _in_world(world, path), compile_only.modules_move_by_assignment(), \
+            virtual_program.installed(notices, torch, gpu is not None), capture.installed(mode):
+        _, error = run_as_main(path, capture.sink, explain)
+        phases["program_s"] = time.perf_counter() - started
+        stopped = error is not None and compile_only.is_data_dependent(error.__cause__ or error)
+        if stopped:
+            notices.stopped_at(error.__cause__)
+            error = None
+        if capture.order is not None and error is None:
+            phases["later_kernel_configs_s"] = gpu_codegen.compile_other_configs(
+                capture.order, capture.kernel_capture, ctx.workdir, ctx.settings.job_cpus)
+    finishing = time.perf_counter()
+    model = notices.modules[-1] if notices.modules else None
+    entries = capture.finish("", model, options, torch)
+    if notices.items:
+        bundle.add("run.notices", "Not run, not timed, not compared", "Run", "text", notices.text(),
+                   source_map=[[n, notice["line"]] for n, notice in enumerate(notices.items, start=1)
+                               if notice["line"]])
+    phases["final_stages_s"] = time.perf_counter() - finishing
+    _record_compile_timings(bundle, entries, toolchain, phases)
+    _end_program(bundle, entries, error, path)
+
+
+def _program_error(exc: BaseException, path: str, ctx: JobContext, run_mode: entry_points.RunMode) -> UserError:
+    """A virtual program's error, its cause kept (a value read ends the program, not the job);
+    a library's message to its own developers gets a sentence saying what happened."""
+    error = _compile_error(exc, path, ctx, run_mode)
+    if "please file an issue" in error.error.message.lower() and error.error.kind != ErrorKind.InternalError:
+        error = _explained(error, f"irscope: {run_mode.sentence.split(':')[0]} run, your program's tensors are fake "
+                                  "(shapes and dtypes, no values); the library met one where it expected a real "
+                                  "tensor, which is not a bug to report to it")
+    error.__cause__ = exc
+    return error
+
+
 def _refuse_what_a_program_sets_itself(options: dict[str, Any], torch: Any) -> None:
-    """A program makes its own torch.compile calls and its own tensors: the options of irscope's
-    call are refused (not silently ignored), and so are a virtual GPU and a virtual world."""
+    """A program makes its own torch.compile calls: the options of irscope's call are refused (not
+    silently ignored)."""
     defaults = {o.name: o.default for o in PyTorchPipeline.options}
     changed = [name for name in _OWN_CALL_OPTIONS if options[name] != defaults[name]]
     if changed:
         raise UserError(ErrorKind.OptionError, f"{', '.join(changed)}: your program calls torch.compile itself, so "
                         "the arguments of its own calls apply; set them there (these options set the call irscope "
                         "makes for a source that defines `model` and `example_inputs`)")
-    if options["devices"] > 1:
-        raise UserError(ErrorKind.OptionError, f"devices={options['devices']}: a program that calls torch.compile "
-                        "itself runs as one process; define `model` and `example_inputs` (built under "
-                        "init_device_mesh) and irscope compiles rank 0 of a world of that size")
-    if options["target"] != "host" and not torch.cuda.is_available():
-        raise UserError(ErrorKind.OptionError, f"target {options['target']}: your program makes and runs its own "
-                        "tensors, and this worker has no such GPU to run them on; define `model` and "
-                        "`example_inputs` and irscope compiles them for a virtual "
-                        f"{options['target'].split(':', 1)[-1]} on fake tensors")
+
 
 def _write_source(request: Request, ctx: JobContext) -> str:
     """The `source` stage (each line mapped to itself) and the user's file the job runs; its path."""
@@ -562,13 +635,14 @@ class _Capture:
                 self.order.installed() if self.order is not None else contextlib.nullcontext():
             yield
 
-    def finish(self, built: _Built, options: dict[str, Any], torch: Any) -> list[torch_trace.TraceEntry]:
-        """Stop following the trace and write what needs the whole compile: the program's output,
-        the trace's last stages, Inductor's estimates, the world's stages, the kernels' stages."""
-        entries, graph_estimates = _finish_trace(self.bundle, self.stream, built.printed + self.sink.getvalue(),
+    def finish(self, printed: str, model: Any, options: dict[str, Any], torch: Any) -> list[torch_trace.TraceEntry]:
+        """Stop following the trace and write what needs the whole compile: the program's output
+        (`printed` before the capture, then the capture's), the trace's last stages, Inductor's
+        estimates, the world's stages (`model`'s placements), the kernels' stages."""
+        entries, graph_estimates = _finish_trace(self.bundle, self.stream, printed + self.sink.getvalue(),
                                                  self.logs, self.scheduler_estimates)
         if self.world is not None and self.recorder is not None:
-            _write_world(self.bundle, self.world, self.recorder, built.model, entries, graph_estimates, options, torch)
+            _write_world(self.bundle, self.world, self.recorder, model, entries, graph_estimates, options, torch)
         if self.kernels is not None:
             self.kernels.finish()
         return entries

@@ -125,31 +125,30 @@ def source_patches(world: World, path: str) -> Iterator[None]:
                                                             f"one of {world.size} (option devices: {world.size}): "
                                                             f"set devices: {asked}"))
 
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    from compiler.pytorch.compile_only import replace_tensors
-    original_apply = torch.nn.Module._apply
-
-    def module_apply(module: Any, fn: Any, recurse: bool = True) -> Any:
-        # The source runs on fake tensors here, and Module._apply swaps a fake parameter in place,
-        # which PyTorch refuses ("Couldn't swap Linear.weight"): `.cuda()`, `.to(device)`,
-        # `.half()` on a model, as a torchrun script calls them before parallelize_module, convert
-        # by assignment instead (compile_only.replace_tensors), with the same result.
-        if recurse and any(isinstance(t, FakeTensor) for m in module.modules()
-                           for t in (*m._parameters.values(), *m._buffers.values())):
-            return replace_tensors(module, fn)
-        return original_apply(module, fn, recurse)
-
     patched = [(device_mesh, "init_device_mesh", init_device_mesh), (c10d, "init_process_group", init_process_group),
-               (dist, "init_process_group", init_process_group), (torch.nn.Module, "_apply", module_apply)]
-    import torch.distributed.tensor as dtensor
-    for module in (dist, dtensor):
-        if getattr(module, "init_device_mesh", None) is original_mesh:
+               (dist, "init_process_group", init_process_group),
+               # the program's last line on a cluster; the world's stages are written after it
+               (dist, "destroy_process_group", lambda group=None: None)]
+    import torch
+    if torch.version.cuda:  # a CUDA device (the virtual GPU's): one node of the world's size, as torchrun sees it
+        patched += [(owner, "device_count", lambda: world.size) for owner in (torch.cuda, torch.accelerator)
+                    if hasattr(owner, "device_count")]
+    import importlib
+    import sys
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor",  # the public and older paths, and
+                 "torch.distributed._tensor.device_mesh", "torch.distributed.fsdp"):  # fully_shard's default mesh
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    # every module of torch.distributed that imported the function by name (fully_shard makes its
+    # default mesh with its own reference)
+    for module in [m for n, m in list(sys.modules.items()) if n.startswith("torch.distributed") and m is not None]:
+        if module is not device_mesh and getattr(module, "init_device_mesh", None) is original_mesh:
             patched.append((module, "init_device_mesh", init_device_mesh))
+    from compiler.pytorch.compile_only import modules_move_by_assignment
     with contextlib.ExitStack() as stack:
         for module, name, value in patched:
             stack.enter_context(mock.patch.object(module, name, value))
+        stack.enter_context(modules_move_by_assignment())
         yield
 
 

@@ -34,7 +34,9 @@ FAMILIES = (
     Family("gluon", "gluon", {"target": "cuda:sm_90"}, "Gluon's tutorials"),
     Family("cute", "cute", {"target": "cuda:sm_90"}, "CuTe DSL's examples"),
     Family("pytorch", "pytorch", {}, "PyTorch's tutorials, training loops and torch.compile bug reports"),
-    Family("distributed", "pytorch", {"target": "cuda:sm_90"}, "PyTorch's distributed examples (torchrun-style)"),
+    # torchrun --nproc-per-node 4 on H100s: rank 0 of a virtual world of 4 on a virtual GPU
+    Family("distributed", "pytorch", {"target": "cuda:sm_90", "devices": 4},
+           "PyTorch's distributed examples (torchrun-style)"),
     Family("kernelbench", "pytorch", {}, "KernelBench problems"),
     Family("jax", "jax", {}, "JAX's documentation and people's scripts"),
 )
