@@ -110,16 +110,27 @@ class CutePipeline(Pipeline):
         bundle.progress(f"running the program for {target.name}" + ("" if execute else " (virtual)"))
 
         from compiler.kernels.capture import diagnostics_kept
+        from compiler.kernels.value_reads import stopped_at_value_reads
+        from compiler.kernels.virtual_checks import VirtualChecks
         launches = capture.VirtualLaunches(path, virtual=not execute)
+        checks = VirtualChecks(path)
         sink = user_code.CappedText(ctx.settings.output_bytes)
         stderr_file = os.path.join(workdir, "stderr-while-running.txt")
         with contextlib.ExitStack() as stack:
             if not execute:
                 from torch._subclasses.fake_tensor import FakeTensorMode
+
+                from compiler.targets import virtual_gpu
+                virtual_gpu.install_program_cuda(target)  # torch.cuda as the examples ask it: available, ...
+                stack.enter_context(checks.installed(("cutlass",)))  # checks and benchmarks: no values
+                stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
             stack.enter_context(diagnostics_kept(stderr_file))
             stack.enter_context(launches.installed())
-            _, error = user_code.run_as_main(path, sink, lambda e: self._error(e, path, execute, ctx))
+
+            def explain(e: BaseException) -> UserError | None:
+                return None if not execute and checks.stopped(e, path) else self._error(e, path, execute, ctx)
+            _, error = user_code.run_as_main(path, sink, explain)
         del torch
 
         with open(stderr_file, encoding="utf-8", errors="replace") as f:
@@ -130,6 +141,7 @@ class CutePipeline(Pipeline):
                               target, target_info)
         bundle.add("run.stdout", "Program output", "Run", "text", sink.getvalue(),
                    meta={"target": target.name, "executed": execute})
+        checks.add_stage(bundle)
         if error is not None:
             raise error
         if not compiled:

@@ -176,6 +176,125 @@ def install_compile_only_triton(target: GpuTarget) -> Any:
     return active
 
 
+class VirtualDeviceUtils:
+    """`driver.active.utils` of a virtual CUDA target, for programs that ask Triton's driver about the
+    device or load a compiled kernel themselves (Triton's fused-softmax tutorial sizes its grid from
+    `utils.get_device_properties` and the kernel's `n_regs` after `_init_handles()`): the target's
+    published figures, and each kernel's registers and local memory read from its cubin by
+    cuobjdump, as the CUDA driver would report them after loading it."""
+
+    def __init__(self, target: GpuTarget):
+        self.target = target
+
+    def get_device_properties(self, device: int = 0) -> dict[str, int]:
+        from compiler.targets.occupancy import SM_LIMITS
+        limits = SM_LIMITS[self.target.arch]  # type: ignore[index]
+        return {"max_shared_mem": self.target.shared_memory_per_block_optin,
+                "max_num_regs": limits.registers, "multiprocessor_count": self.target.multi_processor_count,
+                "warpSize": self.target.warp_size}
+
+    def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> tuple[None, None, int, int, int]:
+        """(module, function, registers per thread, spills, most threads per block): no module or
+        function (nothing is loaded), the rest from the cubin. Spills as Triton reads them from the
+        driver: local memory bytes / 4."""
+        import tempfile
+
+        from compiler.kernels.nvidia_tools import cubin_resource_usage_by_function
+        from compiler.targets.occupancy import SM_LIMITS
+        with tempfile.TemporaryDirectory() as scratch:
+            usage = cubin_resource_usage_by_function(kernel, scratch)
+        found = usage.get(name) or next(iter(usage.values()), {})
+        registers, local = found.get("REG", 0), found.get("LOCAL", 0)
+        limits = SM_LIMITS[self.target.arch]  # type: ignore[index]
+        threads = limits.max_threads_per_block
+        if registers:  # the CUDA driver's limit: whole warps of the kernel's registers in the register file
+            per_warp = -(-registers * self.target.warp_size // limits.register_unit) * limits.register_unit
+            warps = (limits.registers // limits.sub_partitions // per_warp) * limits.sub_partitions
+            threads = min(threads, warps * self.target.warp_size)
+        return None, None, registers, local // 4, threads
+
+
+class VirtualLauncher:
+    """The launcher a virtual target builds for a compiled kernel: the kernel loads (its figures,
+    above), and launching it is refused; compiler/kernels/launches.py records a launch of a
+    compiled kernel on a virtual target instead of calling this."""
+
+    def __init__(self, src: Any, metadata: Any):
+        self.src, self.metadata = src, metadata
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise VirtualTargetError("a virtual GPU launches nothing: the kernel was compiled, not run")
+
+
+class VirtualStream:
+    """`torch.cuda.Stream` on the virtual device: its one stream, 0 (what the compile-only driver
+    reports); nothing is ever queued on it, so waiting on it is immediate."""
+
+    cuda_stream = 0
+    stream_id = 0
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any):
+        import torch
+        self.device = torch.device("cuda", 0)
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def wait_stream(self, stream: Any) -> None:
+        pass
+
+    def wait_event(self, event: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> Any:
+        return event
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VirtualStream)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def install_program_device(target: GpuTarget) -> None:
+    """What a Triton program run as pasted asks the virtual CUDA `target` for beyond what Inductor
+    does (compiler/kernels/program.py, after `install_virtual_cuda`): loading a compiled kernel
+    through the active compile-only driver (`CompiledKernel._init_handles`: registers, spills,
+    threads; the driver's `utils.get_device_properties`), and `install_program_cuda`. Inductor's
+    path builds no launcher and never loads one."""
+    from triton.runtime.driver import driver
+    if not target.is_cuda or target.arch not in _sm_limits():
+        return
+    active = driver.active
+    active.utils = VirtualDeviceUtils(target)
+    active.launcher_cls = VirtualLauncher
+    install_program_cuda(target)
+
+
+def install_program_cuda(target: GpuTarget) -> None:
+    """`torch.cuda` as a program run as pasted uses it on the virtual CUDA `target` (Triton's,
+    Helion's, CuTe DSL's examples): available, the target's properties, its one stream. Not
+    PyTorch's C++ side (that is `install_virtual_cuda`)."""
+    import torch
+    _install_torch_cuda_queries(target)
+    torch.cuda.Stream = VirtualStream  # type: ignore[misc, assignment]
+    torch.cuda.current_stream = lambda device=None: VirtualStream()
+    torch.cuda.default_stream = lambda device=None: VirtualStream()
+    torch.cuda.set_stream = lambda stream: None
+    torch.cuda.stream = lambda stream=None: contextlib.nullcontext(stream)
+    torch.cuda.set_device = lambda device: None
+    torch.cuda.is_available = lambda: True  # the target is the device a program asks for
+
+
+def _sm_limits() -> dict[int, Any]:
+    from compiler.targets.occupancy import SM_LIMITS
+    return SM_LIMITS
+
+
 # --- PyTorch and Inductor on a virtual CUDA device ---------------------------------------------
 
 RUNTIME_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "virtual_cuda.cpp")
@@ -244,6 +363,36 @@ def _torch_package_dir() -> str:
     return list(spec.submodule_search_locations)[0]
 
 
+def _install_torch_cuda_queries(target: GpuTarget) -> Any:
+    """torch.cuda's questions about the device, answered for one device of `target`'s kind (its
+    published properties); the properties returned."""
+    import torch
+    major, minor = target.capability
+    props = types.SimpleNamespace(
+        name=target.product, major=major, minor=minor, multi_processor_count=target.multi_processor_count,
+        regs_per_multiprocessor=target.regs_per_multiprocessor,
+        max_threads_per_multi_processor=target.max_threads_per_multi_processor, max_threads_per_block=1024,
+        warp_size=target.warp_size, total_memory=target.total_memory,
+        shared_memory_per_block_optin=target.shared_memory_per_block_optin, shared_memory_per_block=49152,
+        shared_memory_per_multiprocessor=target.shared_memory_per_block_optin + 1024,
+        L2_cache_size=target.l2_cache_size, is_integrated=False, uuid="virtual", gcnArchName="")
+
+    # 2. torch.cuda and Dynamo's device interface: one device of the target's kind. CUDA 12.9 is the
+    #    toolkit of Triton's bundled ptxas, which is what compiles the PTX. Lazy initialisation (asked
+    #    for by factory calls and .cuda()) has nothing to initialise. Inductor's CUDA wrapper imports
+    #    the raw-stream getter, which a CPU build lacks; nothing is ever launched on its stream 0.
+    torch.version.cuda = "12.9"
+    torch.cuda.get_device_capability = lambda device=None: (major, minor)
+    torch.cuda.get_device_properties = lambda device=None: props
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.get_device_name = lambda device=None: props.name
+    torch.cuda.synchronize = lambda device=None: None
+    torch.cuda._lazy_init = lambda: None
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
+    return props
+
+
 def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     """Make PyTorch (its C++ side, torch.cuda, Dynamo's device interface, FakeTensor, Inductor) and
     Triton believe a CUDA device of `target`'s kind exists, for tracing, code generation and
@@ -268,28 +417,7 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
         raise ShimVersionError("this PyTorch has CUDA hooks of its own: a virtual device is for CPU builds")
 
     major, minor = target.capability
-    props = types.SimpleNamespace(
-        name=target.product, major=major, minor=minor, multi_processor_count=target.multi_processor_count,
-        regs_per_multiprocessor=target.regs_per_multiprocessor,
-        max_threads_per_multi_processor=target.max_threads_per_multi_processor, max_threads_per_block=1024,
-        warp_size=target.warp_size, total_memory=target.total_memory,
-        shared_memory_per_block_optin=target.shared_memory_per_block_optin, shared_memory_per_block=49152,
-        shared_memory_per_multiprocessor=target.shared_memory_per_block_optin + 1024,
-        L2_cache_size=target.l2_cache_size, is_integrated=False, uuid="virtual", gcnArchName="")
-
-    # 2. torch.cuda and Dynamo's device interface: one device of the target's kind. CUDA 12.9 is the
-    #    toolkit of Triton's bundled ptxas, which is what compiles the PTX. Lazy initialisation (asked
-    #    for by factory calls and .cuda()) has nothing to initialise. Inductor's CUDA wrapper imports
-    #    the raw-stream getter, which a CPU build lacks; nothing is ever launched on its stream 0.
-    torch.version.cuda = "12.9"
-    torch.cuda.get_device_capability = lambda device=None: (major, minor)
-    torch.cuda.get_device_properties = lambda device=None: props
-    torch.cuda.current_device = lambda: 0
-    torch.cuda.device_count = lambda: 1
-    torch.cuda.get_device_name = lambda device=None: props.name
-    torch.cuda.synchronize = lambda device=None: None
-    torch.cuda._lazy_init = lambda: None
-    torch._C._cuda_getCurrentRawStream = lambda device: 0
+    props = _install_torch_cuda_queries(target)
     cuda = device_interface.get_interface_for_device("cuda")
     for holder in (cuda, cuda.Worker):
         holder.get_device_properties = staticmethod(lambda device=None: props)
