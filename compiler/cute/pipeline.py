@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from typing import Iterator
 
 from compiler.errors import ErrorKind
 from compiler.model import Request
@@ -122,6 +123,7 @@ class CutePipeline(Pipeline):
 
                 from compiler.targets import virtual_gpu
                 virtual_gpu.install_program_cuda(target)  # torch.cuda as the examples ask it: available, ...
+                stack.enter_context(_no_cuda_context())
                 stack.enter_context(checks.installed(("cutlass",)))  # checks and benchmarks: no values
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
@@ -170,3 +172,13 @@ def _real_cuda_target() -> str | None:
     real = virtual_gpu.real_cuda_target_name()
     return real if real and real.startswith("cuda:") else None
 
+
+@contextlib.contextmanager
+def _no_cuda_context() -> Iterator[None]:
+    """CuTe's examples start with `cutlass.cuda.initialize_cuda_context()` (the CUDA driver's
+    context on device 0); a virtual target has no driver and no device, so there is none: None."""
+    from unittest import mock
+
+    import cutlass.cuda
+    with mock.patch.object(cutlass.cuda, "initialize_cuda_context", lambda *args, **kwargs: None):
+        yield

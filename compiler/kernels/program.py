@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from typing import Any
+from typing import Any, Callable
 
 from compiler.errors import ErrorKind
 from compiler.kernels.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
@@ -83,6 +83,19 @@ class TritonProgramPipeline(Pipeline):
             # Triton 3.9 warns when unset; 1 is its current default (FMA fusion on), said explicitly
             "TRITON_DEFAULT_FP_FUSION": "1",
         }
+
+    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
+                      job_arrived: Callable[[], bool] = lambda: False, export_toolchain_cache: str = "") -> None:
+        """The imports, then the virtual CUDA device's C++ half (compiler/targets/virtual_cuda.cpp)
+        built into the job's work directory unless the toolchain cache has it: a CUDA target's job
+        then loads it instead of waiting for g++. Built from irscope's own source alone; a failure
+        here is left to the job, which builds it again and says why."""
+        super().prepare_spare(workdir, toolchain_cache, kind, job_arrived, export_toolchain_cache)
+        from compiler.targets import virtual_gpu
+        try:
+            virtual_gpu.runtime_for_job(toolchain_cache, workdir).wait()
+        except RuntimeError:
+            pass
 
     def run(self, request: Request, ctx: JobContext) -> None:
         from compiler import user_code

@@ -18,6 +18,8 @@ While such a program runs on a virtual target:
   first x value, each `do_bench` inside it answered as above; nothing is plotted or printed, and a
   `return_df=True` gets a table of NaN;
 - CuTe DSL's `benchmark` calls the compiled function once on its arguments; NaN microseconds;
+- a vendor library's call (cuBLAS through Triton's `nvidia.cublas.CublasLt`, the tutorials'
+  baseline) runs nothing and says so;
 - a `torch.cuda.Event` records nothing; `elapsed_time` is NaN, saying "not timed";
 - Helion's `run_example` calls each kernel and baseline once on its arguments (and their backward
   once, with `bwd=True`), compares and times nothing, and says so.
@@ -98,6 +100,11 @@ class VirtualChecks:
                 (triton.testing, "do_bench_cudagraph", self._benchmark("triton.testing.do_bench_cudagraph")),
                 (triton.testing.Mark, "run", self._perf_report_run()),
             ]
+            try:  # cuBLAS through Triton's own binding, the tutorials' baseline
+                from triton._C.libtriton import nvidia
+                patches.append((nvidia.cublas, "CublasLt", self._library_class("cuBLAS", "CublasLt")))
+            except ImportError:
+                pass
         if "helion" in libraries:
             import helion._testing as helion_testing
             patches += [(helion_testing, "run_example", self._run_example),
@@ -176,6 +183,25 @@ class VirtualChecks:
                 return tables[0] if single else tables
             return None
         return run
+
+    def _library_class(self, library: str, name: str) -> type:
+        """A vendor library's handle (cuBLAS's `CublasLt(workspace)`), made without the library: each
+        call of it runs nothing, saying so; the output tensors it was given keep no values, as
+        every tensor on the virtual GPU."""
+        checks = self
+
+        class NotRun:
+            def __init__(self, *args: Any, **kwargs: Any):
+                pass
+
+            def __getattr__(self, method: str) -> Callable[..., None]:
+                def call(*args: Any, **kwargs: Any) -> None:
+                    checks.note(f"{library} {name}.{method}", f"not run: {library} runs on the GPU, and nothing ran on "
+                                                             "the virtual GPU")
+                return call
+
+        NotRun.__name__ = name
+        return NotRun
 
     def _event_class(self) -> type:
         checks = self
