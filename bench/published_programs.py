@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from bench.model_coverage import kernels  # noqa: E402  (the repository on the path first)
+from bench.model_coverage import kernels, wait_all  # noqa: E402  (the repository on the path first)
 from tests.programs.families import FAMILIES, Family, family  # noqa: E402
 
 
@@ -104,15 +104,7 @@ def main() -> None:
                 ids[(name, path)] = response.get_json()["job"]
             else:
                 refused[(name, path)] = str((response.get_json() or {}).get("error", response.status_code))
-    jobs: dict[tuple[str, str], dict] = {}
-    while len(jobs) < len(ids):
-        for key, job_id in ids.items():
-            if key not in jobs:
-                body = client.get(f"/api/jobs/{job_id}").get_json()
-                if body["status"] in ("done", "failed"):
-                    jobs[key] = body
-                    print(f"  {body['status']}: {key[0]}/{os.path.basename(key[1])}", file=sys.stderr, flush=True)
-        time.sleep(1.0)
+    jobs = wait_all(client, ids, lambda key, status: f"{status}: {key[0]}/{os.path.basename(key[1])}")
     total_s = time.perf_counter() - started
     svc.runner.shutdown()
     shutil.rmtree(config["data_dir"], ignore_errors=True)
