@@ -64,7 +64,9 @@ PROGRAMS: dict[str, Expect] = {
         ("run_example(kernels,", "helion._testing.run_example: helion softmax, helion steps, helion online, torch "
                                  "called once each; " + NOT_COMPARED),)),
     "helion/rms_norm.py": Expect(("_helion_rms_norm_fwd",), (
-        ("run_example(rms_norm, rms_norm_pytorch", "helion._testing.run_example: helion, torch called once each"),)),
+        ("run_example(rms_norm, rms_norm_pytorch", "helion._testing.run_example: helion, torch called once each"),
+        ("run_example(lambda x: rms_norm(x, module.weight)", "helion._testing.run_example: helion, nn.RMSNorm "
+                                                            "called once each"))),
     "helion/reductions.py": Expect(("_helion_sum_rows", "_helion_mean_rows", "_helion_long_sum"), (
         ("run_example(sum_rows,", "helion._testing.run_example"),
         ("run_example(mean_rows,", "helion._testing.run_example"),

@@ -110,6 +110,7 @@ class CutePipeline(Pipeline):
         bundle.timing("target", target_info)
         bundle.progress(f"running the program for {target.name}" + ("" if execute else " (virtual)"))
 
+        from compiler.kernels import fake_modules
         from compiler.kernels.capture import diagnostics_kept
         from compiler.kernels.value_reads import stopped_at_value_reads
         from compiler.kernels.virtual_checks import VirtualChecks
@@ -126,6 +127,7 @@ class CutePipeline(Pipeline):
                 stack.enter_context(_no_cuda_context())
                 stack.enter_context(checks.installed(("cutlass",)))  # checks and benchmarks: no values
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
+                stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
             stack.enter_context(diagnostics_kept(stderr_file))
             stack.enter_context(launches.installed())

@@ -23,6 +23,7 @@ import re
 from typing import Any, Callable
 
 from compiler.errors import ErrorKind
+from compiler.kernels import fake_modules
 from compiler.kernels.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
 from compiler.kernels.jit_location import jit_def_line, jit_file
 from compiler.kernels.launches import LaunchRecorder
@@ -125,6 +126,7 @@ class TritonProgramPipeline(Pipeline):
                 self._install_virtual(target, ctx)
                 stack.enter_context(checks.installed(self.check_libraries))  # checks, benchmarks: no values
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
+                stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 # Triton reads data_ptr() for alignment; a fake tensor answers 0 (aligned) with a warning

@@ -41,6 +41,9 @@ def check(m: int, n: int) -> None:
     x = torch.randn([m, n], device=DEVICE, dtype=HALF_DTYPE)
     weight = torch.randn([n], device=DEVICE, dtype=HALF_DTYPE)
     run_example(rms_norm, rms_norm_pytorch, (x, weight, 1e-5))
+    # against PyTorch's own module, moved to the device as a model would be
+    module = torch.nn.RMSNorm(n, eps=1e-5).to(DEVICE).to(HALF_DTYPE)
+    run_example(lambda x: rms_norm(x, module.weight), module, (x,), baseline_name="nn.RMSNorm")
 
 
 def main() -> None:
