@@ -197,4 +197,4 @@ def test_a_value_read_ends_the_program_and_later_kernels_do_not_compile(compiled
     job = compiled.jobs["triton/row_stats_item.py"]
     keys = [stage["key"] for stage in job["stages"]]
     assert not any(key.startswith("triton.ptx:scale_kernel") for key in keys)  # after the read: never reached
-    assert compiled.text("triton/row_stats_item.py", "run.stdout") == ""
+    assert compiled.text("triton/row_stats_item.py", "run.stdout") == "torch.Size([4])\n"

@@ -217,7 +217,7 @@ class TritonProgramPipeline(Pipeline):
         from compiler.targets import virtual_gpu
         if target.is_cuda:
             virtual_gpu.install_virtual_cuda(target, virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir))
-            virtual_gpu.install_program_device(target)
+            virtual_gpu.install_program_device(target, os.path.join(ctx.workdir, SOURCE_NAME))
         else:
             virtual_gpu.install_compile_only_triton(target)
 

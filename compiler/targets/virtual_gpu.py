@@ -260,11 +260,12 @@ class VirtualStream:
         return 0
 
 
-def install_program_device(target: GpuTarget) -> None:
+def install_program_device(target: GpuTarget, program: str) -> None:
     """What a Triton program run as pasted asks the virtual CUDA `target` for beyond what Inductor
     does (compiler/kernels/program.py, after `install_virtual_cuda`): loading a compiled kernel
     through the active compile-only driver (`CompiledKernel._init_handles`: registers, spills,
-    threads; the driver's `utils.get_device_properties`), and `install_program_cuda`. Inductor's
+    threads; the driver's `utils.get_device_properties`), and `install_program_cuda` for the program
+    in the file `program`. Inductor's
     path builds no launcher and never loads one."""
     from triton.runtime.driver import driver
     if not target.is_cuda or target.arch not in _sm_limits():
@@ -272,14 +273,23 @@ def install_program_device(target: GpuTarget) -> None:
     active = driver.active
     active.utils = VirtualDeviceUtils(target)
     active.launcher_cls = VirtualLauncher
-    install_program_cuda(target)
+    install_program_cuda(target, program)
 
 
-def install_program_cuda(target: GpuTarget) -> None:
-    """`torch.cuda` as a program run as pasted uses it on the virtual CUDA `target` (Triton's,
-    Helion's, CuTe DSL's examples): available, the target's properties, its one stream. Not
-    PyTorch's C++ side (that is `install_virtual_cuda`)."""
+def install_program_cuda(target: GpuTarget, program: str) -> None:
+    """`torch.cuda` as the program in the file `program`, run as pasted, uses it on the virtual
+    CUDA `target` (Triton's, Helion's, CuTe DSL's examples): the target's properties, its one
+    stream, and available when the program asks (`if not torch.cuda.is_available(): raise`);
+    PyTorch's own code keeps its CPU build's answer, which its tensor constructors rely on
+    (`torch.tensor(data, device="cuda")` takes the real CUDA path otherwise). Not PyTorch's C++
+    side (that is `install_virtual_cuda`)."""
+    import sys
+
     import torch
+    cpu_build_answer = torch.cuda.is_available
+
+    def is_available() -> bool:
+        return sys._getframe(1).f_code.co_filename == program or cpu_build_answer()
     _install_torch_cuda_queries(target)
     torch.cuda.Stream = VirtualStream  # type: ignore[misc, assignment]
     torch.cuda.current_stream = lambda device=None: VirtualStream()
@@ -287,7 +297,7 @@ def install_program_cuda(target: GpuTarget) -> None:
     torch.cuda.set_stream = lambda stream: None
     torch.cuda.stream = lambda stream=None: contextlib.nullcontext(stream)
     torch.cuda.set_device = lambda device: None
-    torch.cuda.is_available = lambda: True  # the target is the device a program asks for
+    torch.cuda.is_available = is_available
 
 
 def _sm_limits() -> dict[int, Any]:
