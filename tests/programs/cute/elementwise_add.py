@@ -39,7 +39,7 @@ def run(M, N, benchmark=False, warmup_iterations=2, iterations=100):
     a = torch.randn(M, N, device="cuda", dtype=torch.float16)
     b = torch.randn(M, N, device="cuda", dtype=torch.float16)
     c = torch.zeros(M, N, device="cuda", dtype=torch.float16)
-    a_, b_, c_ = [from_dlpack(t, assumed_align=16) for t in (a, b, c)]
+    a_, b_, c_ = [from_dlpack(t, assumed_align=16).mark_layout_dynamic() for t in (a, b, c)]
     compiled = cute.compile(naive_add, a_, b_, c_)
     compiled(a_, b_, c_)
     torch.testing.assert_close(c, a + b)
