@@ -123,7 +123,9 @@ class CutePipeline(Pipeline):
                 from torch._subclasses.fake_tensor import FakeTensorMode
 
                 from compiler.targets import virtual_gpu
-                virtual_gpu.install_program_cuda(target, path)  # torch.cuda as the examples ask it
+                # .cuda() and the device's factory calls on fake tensors, torch.cuda as the examples ask it
+                virtual_gpu.install_cuda_hooks(virtual_gpu.runtime_for_job(ctx.toolchain_cache, workdir))
+                virtual_gpu.install_program_cuda(target, path)
                 stack.enter_context(_no_cuda_context())
                 stack.enter_context(checks.installed(("cutlass",)))  # checks and benchmarks: no values
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there

@@ -403,6 +403,15 @@ def _install_torch_cuda_queries(target: GpuTarget) -> Any:
     return props
 
 
+def install_cuda_hooks(runtime: RuntimeBuild) -> None:
+    """PyTorch's C++ side only (virtual_cuda.cpp's CUDA hooks and device guard, `runtime` built):
+    `.cuda()`, factory calls on the device and autograd accept fake CUDA tensors. Irreversible, after
+    `import torch`; `install_virtual_cuda` does this and the rest."""
+    status = ctypes.CDLL(runtime.wait()).irscope_install_virtual_cuda()
+    if status != 1:
+        raise ShimVersionError("this PyTorch has CUDA hooks of its own: a virtual device is for CPU builds")
+
+
 def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     """Make PyTorch (its C++ side, torch.cuda, Dynamo's device interface, FakeTensor, Inductor) and
     Triton believe a CUDA device of `target`'s kind exists, for tracing, code generation and
@@ -422,9 +431,7 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
 
     # 1. PyTorch's C++ side: CUDA hooks and a device guard (virtual_cuda.cpp), so factory calls on
     #    the device, .cuda(), BatchNorm and the autograd engine accept (fake) CUDA tensors.
-    status = ctypes.CDLL(runtime.wait()).irscope_install_virtual_cuda()
-    if status != 1:
-        raise ShimVersionError("this PyTorch has CUDA hooks of its own: a virtual device is for CPU builds")
+    install_cuda_hooks(runtime)
 
     major, minor = target.capability
     props = _install_torch_cuda_queries(target)
