@@ -1,8 +1,9 @@
 """End-to-end tests of the `triton` language on virtual targets (no GPU needed).
 
 A row softmax, a vector add and a tiled matmul are compiled for sm_80, sm_90 and gfx942. The
-jobs run in one child process (this file run as a script): the compile-only Triton driver and the
-FakeTensorMode they install are process-wide, and the worker runs each job in a fresh process too.
+jobs run in a child process (this file run as a script), each job on a virtual CUDA target in a
+child of its own: the compile-only Triton driver, the virtual CUDA device and the FakeTensorMode
+they install are process-wide, and the worker runs each job in a fresh process too.
 """
 from __future__ import annotations
 
@@ -795,8 +796,9 @@ if __name__ == "__main__":
         target, source_path, out = argv[i:i + 3]
         with open(source_path) as f:
             source = f.read()
-        if "@helion.kernel" in source and len(argv) > 3:
-            # a Helion job installs the virtual CUDA device, once per process as in a worker: its own child
+        if target.startswith("cuda") and len(argv) > 3:
+            # a job on a virtual CUDA target installs the virtual CUDA device (PyTorch's hooks, for the
+            # program's torch.cuda calls and autograd), once per process as in a worker: its own child
             subprocess.run([sys.executable, __file__, target, source_path, out], check=True)
         else:
             _run_job(source, target, out)
