@@ -30,6 +30,15 @@ from bench.model_coverage import kernels, wait_all  # noqa: E402  (the repositor
 from tests.programs.families import FAMILIES, Family, family  # noqa: E402
 
 
+def compiled(job: dict) -> tuple[int, int]:
+    """(kernels compiled, SASS stages) of a job: Triton's (and Inductor's) as model_coverage counts
+    them, and CuTe DSL's compiled functions."""
+    n_kernels, n_sass = kernels(job)
+    keys = [s["key"] for s in job["stages"]]
+    return (n_kernels + sum(1 for k in keys if k.startswith("cute.ptx:")),
+            n_sass + sum(1 for k in keys if k.startswith("cute.sass:")))
+
+
 def on_host(fam: Family) -> bool:
     """True when the family's programs run on this machine's CPU (no GPU target)."""
     return fam.options.get("target", "host") in ("host", "cpu")
@@ -118,12 +127,12 @@ def main() -> None:
         failed = [(path, job) for path, job, _ in rows if job and job["status"] == "failed"]
         walls = [((job.get("timings") or {}).get("job") or {}).get("wall_s") for _, job, _ in rows if job]
         walls = [w for w in walls if isinstance(w, (int, float))]
-        compiled = [kernels(job) for job in done]
+        counts = [compiled(job) for job in done]
         where = args.dir or os.path.join("tests/programs", name)
         print(f"== {name} ({fam.language} {fam.options or ''}; {fam.style}) from {where}")
         print(f"   done {len(done)} / failed {len(failed)} / refused {sum(1 for r in rows if r[2])} of {len(rows)}"
               f" ({100.0 * len(done) / len(rows):.0f} % done); kernels compiled by the done ones: "
-              f"{sum(k for k, _ in compiled)}, SASS stages {sum(s for _, s in compiled)}")
+              f"{sum(k for k, _ in counts)}, SASS stages {sum(s for _, s in counts)}")
         print(f"   job wall time: median {spread(walls)}")
         if on_host(fam):
             ratios = []
