@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,6 +36,21 @@ def kernels(job: dict) -> tuple[int, int]:
     cpp = {k for k in keys if k.startswith("kernel:")}
     sass = sum(1 for k in keys if k.startswith("triton.sass:"))
     return (len(triton) if triton else len(cpp)), sass
+
+
+def wait_all(client, ids: dict, said: Callable[[Any, str], str]) -> dict:
+    """Each job of `ids` (key -> job id) once done or failed: key -> its JSON, polled through the
+    app's client; `said(key, status)` is printed to stderr as each ends."""
+    jobs: dict = {}
+    while len(jobs) < len(ids):
+        for key, job_id in ids.items():
+            if key not in jobs:
+                body = client.get(f"/api/jobs/{job_id}").get_json()
+                if body["status"] in ("done", "failed"):
+                    jobs[key] = body
+                    print(f"  {said(key, body['status'])}", file=sys.stderr, flush=True)
+        time.sleep(1.0)
+    return jobs
 
 
 def main() -> None:
@@ -73,15 +89,7 @@ def main() -> None:
             if response.status_code not in (200, 202):
                 raise SystemExit(f"{name} {target}: {response.status_code} {response.get_json()}")
             ids[(name, target)] = response.get_json()["job"]
-    jobs: dict[tuple[str, str], dict] = {}
-    while len(jobs) < len(ids):
-        for key, job_id in ids.items():
-            if key not in jobs:
-                body = client.get(f"/api/jobs/{job_id}").get_json()
-                if body["status"] in ("done", "failed"):
-                    jobs[key] = body
-                    print(f"  finished {key[0]} on {key[1]}: {body['status']}", file=sys.stderr, flush=True)
-        time.sleep(1.0)
+    jobs = wait_all(client, ids, lambda key, status: f"finished {key[0]} on {key[1]}: {status}")
     total_s = time.perf_counter() - started
     svc.runner.shutdown()
     shutil.rmtree(config["data_dir"], ignore_errors=True)  # the jobs' stores: read above, not kept

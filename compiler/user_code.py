@@ -322,13 +322,14 @@ def runs_as_written(source: str, convention: set[str] | frozenset[str]) -> bool:
     return names is not None and not names & convention
 
 
-def run_as_main(path: str, sink: CappedText, explain: Callable[[BaseException], UserError],
+def run_as_main(path: str, sink: CappedText, explain: Callable[[BaseException], UserError | None],
                 then: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], UserError | None]:
     """Run the user's program as `python file.py` runs it (`__main__`: its main() guard taken), its
     output into `sink`, then `then()` (still the program's run): its namespace, and its error or
     None. exit(0) ends it like its last line; a non-zero exit, and whatever it raises (`explain`
-    says what), is a UserError returned, never an escape. The run every program language shares
-    (Triton, Gluon and Helion's, CuTe's)."""
+    says what), is a UserError returned, never an escape; `explain` answering None ends the program
+    there as exit(0) would (a virtual GPU's program reading a value it cannot have). The run every
+    program language shares (Triton, Gluon and Helion's, CuTe's)."""
     namespace: dict[str, Any] = {}
     sys.argv = [path]  # as `python file.py` gives it: no argument of irscope's own (runpy sets [0] again)
     try:

@@ -102,6 +102,32 @@ def _calling_line(path: str) -> int | None:
     return None
 
 
+def fake_cute_tensor(dtype: Any, shape: tuple, stride: tuple, assumed_align: int | None) -> Any:
+    """CuTe's fake tensor of this layout (`runtime.make_fake_tensor`), which also answers the layout
+    marks a program puts on `from_dlpack`'s tensor: `mark_layout_dynamic(leading_dim)` (every
+    extent and stride a runtime value but the leading dimension's stride, 1) and
+    `mark_compact_shape_dynamic(mode, ...)` (that extent a runtime value), each a new fake tensor
+    with CuTe's own symbolic integers (`cute.sym_int`) where the marks make values dynamic."""
+    import cutlass.cute as cute
+    import cutlass.cute.runtime as runtime
+    fake = runtime.make_fake_tensor(dtype, shape, stride, memspace=cute.AddressSpace.gmem, assumed_align=assumed_align)
+
+    def layout_dynamic(leading_dim: int | None = None) -> Any:
+        if leading_dim is None:
+            ones = [i for i, st in enumerate(stride) if st == 1]
+            leading_dim = ones[0] if len(ones) == 1 else next((i for i in ones if shape[i] > 1), None)
+        strides = tuple(1 if i == leading_dim else cute.sym_int() for i in range(len(stride)))
+        return fake_cute_tensor(dtype, tuple(cute.sym_int() for _ in shape), strides, assumed_align)
+
+    def compact_shape_dynamic(mode: int, stride_order: Any = None, divisibility: int = 1, **kwargs: Any) -> Any:
+        extents = tuple(cute.sym_int(divisibility=divisibility) if i == mode else n for i, n in enumerate(shape))
+        return fake_cute_tensor(dtype, extents, stride, assumed_align)
+
+    fake.mark_layout_dynamic = layout_dynamic
+    fake.mark_compact_shape_dynamic = compact_shape_dynamic
+    return fake
+
+
 class VirtualLaunches:
     """Records every call of a compiled CuTe function; on a virtual target also makes FakeTensors
     into CuTe fake tensors and compiles instead of running (module docstring)."""
@@ -152,9 +178,8 @@ class VirtualLaunches:
             from torch._subclasses.fake_tensor import FakeTensor
             if not isinstance(tensor, FakeTensor):
                 return real_from_dlpack(tensor, assumed_align, use_32bit_stride, **kwargs)
-            import cutlass.cute as cute
-            return runtime.make_fake_tensor(cute_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()),
-                                            memspace=cute.AddressSpace.gmem, assumed_align=assumed_align)
+            return fake_cute_tensor(cute_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()),
+                                    assumed_align)
 
         JitCompiledFunction.__call__ = call
         BaseDSL._prepare_compilation = prepare

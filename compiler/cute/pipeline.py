@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from typing import Iterator
 
 from compiler.errors import ErrorKind
 from compiler.model import Request
@@ -109,17 +110,33 @@ class CutePipeline(Pipeline):
         bundle.timing("target", target_info)
         bundle.progress(f"running the program for {target.name}" + ("" if execute else " (virtual)"))
 
+        from compiler.kernels import fake_modules
         from compiler.kernels.capture import diagnostics_kept
+        from compiler.kernels.value_reads import stopped_at_value_reads
+        from compiler.kernels.virtual_checks import VirtualChecks
         launches = capture.VirtualLaunches(path, virtual=not execute)
+        checks = VirtualChecks(path)
         sink = user_code.CappedText(ctx.settings.output_bytes)
         stderr_file = os.path.join(workdir, "stderr-while-running.txt")
         with contextlib.ExitStack() as stack:
             if not execute:
                 from torch._subclasses.fake_tensor import FakeTensorMode
+
+                from compiler.targets import virtual_gpu
+                # .cuda() and the device's factory calls on fake tensors, torch.cuda as the examples ask it
+                virtual_gpu.install_cuda_hooks(virtual_gpu.runtime_for_job(ctx.toolchain_cache, workdir))
+                virtual_gpu.install_program_cuda(target, path)
+                stack.enter_context(_no_cuda_context())
+                stack.enter_context(checks.installed(("cutlass",)))  # checks and benchmarks: no values
+                stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
+                stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
             stack.enter_context(diagnostics_kept(stderr_file))
             stack.enter_context(launches.installed())
-            _, error = user_code.run_as_main(path, sink, lambda e: self._error(e, path, execute, ctx))
+
+            def explain(e: BaseException) -> UserError | None:
+                return None if not execute and checks.stopped(e, path) else self._error(e, path, execute, ctx)
+            _, error = user_code.run_as_main(path, sink, explain)
         del torch
 
         with open(stderr_file, encoding="utf-8", errors="replace") as f:
@@ -130,6 +147,7 @@ class CutePipeline(Pipeline):
                               target, target_info)
         bundle.add("run.stdout", "Program output", "Run", "text", sink.getvalue(),
                    meta={"target": target.name, "executed": execute})
+        checks.add_stage(bundle)
         if error is not None:
             raise error
         if not compiled:
@@ -158,3 +176,13 @@ def _real_cuda_target() -> str | None:
     real = virtual_gpu.real_cuda_target_name()
     return real if real and real.startswith("cuda:") else None
 
+
+@contextlib.contextmanager
+def _no_cuda_context() -> Iterator[None]:
+    """CuTe's examples start with `cutlass.cuda.initialize_cuda_context()` (the CUDA driver's
+    context on device 0); a virtual target has no driver and no device, so there is none: None."""
+    from unittest import mock
+
+    import cutlass.cuda
+    with mock.patch.object(cutlass.cuda, "initialize_cuda_context", lambda *args, **kwargs: None):
+        yield

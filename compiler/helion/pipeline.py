@@ -11,7 +11,7 @@ from compiler.errors import ErrorKind
 from compiler.kernels.program import PREWARM_MODULES, TritonProgramPipeline
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, UserError, lacks_release
-from compiler.targets import TARGETS, GpuTarget
+from compiler.targets import TARGETS
 
 EXAMPLE = '''\
 import torch
@@ -64,6 +64,7 @@ class HelionPipeline(TritonProgramPipeline):
     toolchain_packages = ("helion", "triton", "torch")
     example = EXAMPLE
     prewarm_modules = (*PREWARM_MODULES, "helion", "helion.language", "compiler.helion.kernels")
+    check_libraries = ("triton", "helion")  # run_example, Helion's do_bench (compiler/kernels/virtual_checks.py)
     options = (
         Option("target", "choice", "auto", "CUDA GPU to compile for. auto: this worker's CUDA device if it has one, "
                "else cuda:sm_90. A target this worker does not have is virtual: kernels are compiled, nothing runs, "
@@ -81,10 +82,6 @@ class HelionPipeline(TritonProgramPipeline):
         return super().toolchain_refusal(options, versions) or \
             lacks_release(versions, "torch", (virtual_gpu.TORCH_VERSION,), feature) or \
             lacks_release(versions, "triton", (virtual_gpu.TRITON_VERSION,), feature)
-
-    def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
-        from compiler.targets import virtual_gpu
-        virtual_gpu.install_virtual_cuda(target, virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir))
 
     def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
         from compiler.helion.kernels import HelionRecorder

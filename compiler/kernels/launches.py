@@ -56,6 +56,7 @@ class LaunchRecorder:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["LaunchRecorder"]:
+        from triton.compiler.compiler import CompiledKernel
         from triton.runtime import autotuner
         from triton.runtime.jit import JITFunction
         original_run = JITFunction.run
@@ -79,19 +80,55 @@ class LaunchRecorder:
                     return original_bench(self, *args, config=config, **meta)
                 finally:
                     recorder._benchmarking -= 1
-            # virtual target: compile the config, measure nothing; equal scores keep the first
+            # virtual target: compile the config as Autotuner._bench would run it (its hooks first:
+            # a config's pre_hook sets the block shape of the program's tensor descriptors), measure
+            # nothing; equal scores keep the first. A config that cannot compile scores inf, as there.
+            from triton.compiler.errors import CompileTimeAssertionFailure
+            from triton.runtime.errors import OutOfResources, PTXASError
             current = dict(meta, **config.all_kwargs())
-            current["warmup"] = True
-            self.fn.run(*args, **current)
+            full_nargs = {**self.nargs, **current}
+            try:
+                if config.pre_hook:
+                    config.pre_hook(full_nargs)
+                self.pre_hook(full_nargs)
+                self.fn.run(*args, **{**current, "warmup": True})
+                self.post_hook(full_nargs, exception=None)
+            except (OutOfResources, CompileTimeAssertionFailure, PTXASError):
+                return [float("inf")] * 3
             return [0.0, 0.0, 0.0]
+
+        def compiled_launch(self: Any, grid: Any) -> Callable[..., None]:
+            # a kernel compiled by `kernel.warmup(...)` (or `triton.compile`), launched as
+            # `compiled[grid](...)`: on a virtual target it loads (its registers, shared memory
+            # checked) and the launch is recorded, not run
+            self._init_handles()
+            line = _launch_line(recorder.user_path)
+
+            def runner(*args: Any, stream: Any = None) -> None:
+                recorder._record_compiled(self, grid, args, line)
+            return runner
 
         JITFunction.run = run
         autotuner.Autotuner._bench = bench
+        original_getitem = CompiledKernel.__getitem__
+        if not self.execute:
+            CompiledKernel.__getitem__ = compiled_launch
         try:
             yield self
         finally:
             JITFunction.run = original_run
             autotuner.Autotuner._bench = original_bench
+            CompiledKernel.__getitem__ = original_getitem
+
+    def _record_compiled(self, kernel: Any, grid: Any, args: tuple, line: int | None) -> None:
+        names = list(getattr(getattr(kernel.src, "fn", None), "arg_names", []) or [])
+        arguments = [{"name": names[i] if i < len(names) else f"arg{i}", **_describe_arg(value)}
+                     for i, value in enumerate(args)]
+        resolved = [int(g) for g in (tuple(grid) + (1, 1, 1))[:3]]
+        self.launches.append(Launch(kernel=kernel.name, grid=resolved, compile_hash=str(kernel.hash),
+                                    arguments=arguments, line=line,
+                                    note="virtual target: a compiled kernel launched directly; compiled, "
+                                         "not executed"))
 
     def _record(self, fn: Any, kernel: Any, args: tuple, kwargs: dict, grid: Any, relaunch: Callable[[], Any]) -> None:
         params = list(fn.signature.parameters)

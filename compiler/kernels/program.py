@@ -20,14 +20,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from typing import Any
+from typing import Any, Callable
 
 from compiler.errors import ErrorKind
+from compiler.kernels import fake_modules
 from compiler.kernels.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
 from compiler.kernels.jit_location import jit_def_line, jit_file
 from compiler.kernels.launches import LaunchRecorder
 from compiler.kernels.resources import write_resource_table
 from compiler.kernels.stages import write_kernel_stages
+from compiler.kernels.value_reads import stopped_at_value_reads
 from compiler.kernels.virtual_checks import VirtualChecks
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError, lacks_release
@@ -60,6 +62,7 @@ class TritonProgramPipeline(Pipeline):
     # The reproducer: the program with plain Triton (compiler/kernels/reproducer.py), for every
     # language built on this run.
     reproducer_module = "compiler.kernels.reproducer"
+    check_libraries = ("triton",)  # whose checks and benchmarks a virtual target answers (virtual_checks)
     _launched: list[Any] = []  # the JITFunctions the failing run had reached (for compile errors)
     _capture: KernelCapture | None = None  # the run's capture (for ptxas's errors)
 
@@ -81,6 +84,19 @@ class TritonProgramPipeline(Pipeline):
             # Triton 3.9 warns when unset; 1 is its current default (FMA fusion on), said explicitly
             "TRITON_DEFAULT_FP_FUSION": "1",
         }
+
+    def prepare_spare(self, workdir: str, toolchain_cache: str, kind: str = "",
+                      job_arrived: Callable[[], bool] = lambda: False, export_toolchain_cache: str = "") -> None:
+        """The imports, then the virtual CUDA device's C++ half (compiler/targets/virtual_cuda.cpp)
+        built into the job's work directory unless the toolchain cache has it: a CUDA target's job
+        then loads it instead of waiting for g++. Built from irscope's own source alone; a failure
+        here is left to the job, which builds it again and says why."""
+        super().prepare_spare(workdir, toolchain_cache, kind, job_arrived, export_toolchain_cache)
+        from compiler.targets import virtual_gpu
+        try:
+            virtual_gpu.runtime_for_job(toolchain_cache, workdir).wait()
+        except RuntimeError:
+            pass
 
     def run(self, request: Request, ctx: JobContext) -> None:
         from compiler import user_code
@@ -108,7 +124,9 @@ class TritonProgramPipeline(Pipeline):
         with contextlib.ExitStack() as stack:
             if not execute:
                 self._install_virtual(target, ctx)
-                stack.enter_context(checks.installed())  # the program's checks and benchmarks: no values
+                stack.enter_context(checks.installed(self.check_libraries))  # checks, benchmarks: no values
+                stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
+                stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 # Triton reads data_ptr() for alignment; a fake tensor answers 0 (aligned) with a warning
@@ -118,8 +136,10 @@ class TritonProgramPipeline(Pipeline):
             stack.enter_context(diagnostics_kept(self._diagnostics_file(workdir)))
             self._enter_language(stack, execute)
 
-            def explain(e: BaseException) -> UserError:
+            def explain(e: BaseException) -> UserError | None:
                 self._launched = recorder.seen
+                if not execute and checks.stopped(e, path):  # the program's end on a virtual target
+                    return None
                 return self._error(e, path, execute, ctx)
             namespace, error = user_code.run_as_main(path, sink, explain, lambda: self._after_program(request, bundle))
         del torch
@@ -128,13 +148,7 @@ class TritonProgramPipeline(Pipeline):
         output = sink.getvalue()
         bundle.add("run.stdout", "Program output", "Run", "text", output,
                    meta={"target": target.name, "executed": execute})
-        if checks.notices:
-            bundle.add("run.notices", "Not compared, not timed", "Run", "text", checks.text(),
-                       source_map=[[n, notice["line"]] for n, notice in enumerate(checks.notices, start=1)
-                                   if notice["line"]],
-                       meta={"count": len(checks.notices), "note": "the program's checks and benchmarks on a virtual "
-                                                                     "GPU: nothing ran, so nothing was compared or "
-                                                                     "timed (compiler/kernels/virtual_checks.py)"})
+        checks.add_stage(bundle)
         if error is not None:
             raise error
         if not capture.ordered():
@@ -197,9 +211,15 @@ class TritonProgramPipeline(Pipeline):
     # --- what a language built on this run changes (gluon's and helion's pipelines) ---------------
 
     def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
-        """Make Triton compile for the virtual `target` (its compile-only driver)."""
+        """Make Triton compile for the virtual `target` (its compile-only driver). A CUDA target is
+        also a virtual CUDA device for PyTorch (`torch.cuda`'s queries, autograd on the device: the
+        tutorials' backward passes) on which a program may load a compiled kernel itself."""
         from compiler.targets import virtual_gpu
-        virtual_gpu.install_compile_only_triton(target)
+        if target.is_cuda:
+            virtual_gpu.install_virtual_cuda(target, virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir))
+            virtual_gpu.install_program_device(target, os.path.join(ctx.workdir, SOURCE_NAME))
+        else:
+            virtual_gpu.install_compile_only_triton(target)
 
     def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
         """Install what records the language's own steps while the program runs."""

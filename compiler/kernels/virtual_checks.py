@@ -1,17 +1,28 @@
 """The checks and benchmarks a published kernel program runs after its kernels, answered without
 values on a virtual GPU, where nothing runs and tensors are fake (shapes, no values).
 
-Programs written the way Triton's tutorials and Helion's examples are compare each kernel's output
-with PyTorch's (`torch.testing.assert_close`, `triton.testing.assert_close`, Helion's
-`run_example`) and time it (`triton.testing.do_bench`). On fake tensors a comparison raises
-PyTorch's "If you are a user and see this message please file an issue", and the program's other
-kernels were never compiled. While such a program runs on a virtual target:
+Programs written the way Triton's tutorials and Helion's and CuTe DSL's examples are compare each
+kernel's output with PyTorch's (`torch.testing.assert_close`, `triton.testing.assert_close`,
+`torch.allclose`, `torch.equal`, Helion's `run_example`) and time it (`triton.testing.do_bench`,
+`do_bench_cudagraph`, Helion's `do_bench`, a `triton.testing.perf_report` benchmark's `.run(...)`,
+CuTe DSL's `cutlass.cute.testing.benchmark`, `torch.cuda.Event` pairs). On fake tensors a
+comparison raises PyTorch's "If you are a user and see this message please file an issue", and the
+program's other kernels were never compiled.
+While such a program runs on a virtual target:
 
 - a comparison is not made; it returns as a passed one would, and says "not compared";
 - a benchmark calls the function it times once (so every kernel it launches compiles) and returns
-  NaN milliseconds, saying "not timed" (no invented time);
-- Helion's `run_example` calls each kernel and baseline once on its arguments, compares and times
-  nothing, and says so.
+  NaN milliseconds (a list of NaN where quantiles were asked for), saying "not timed" (no invented
+  time);
+- a `perf_report` benchmark's `.run(...)` calls its function once per line (provider) at the
+  first x value, each `do_bench` inside it answered as above; nothing is plotted or printed, and a
+  `return_df=True` gets a table of NaN;
+- CuTe DSL's `benchmark` calls the compiled function once on its arguments; NaN microseconds;
+- a vendor library's call (cuBLAS through Triton's `nvidia.cublas.CublasLt`, the tutorials'
+  baseline) runs nothing and says so;
+- a `torch.cuda.Event` records nothing; `elapsed_time` is NaN, saying "not timed";
+- Helion's `run_example` calls each kernel and baseline once on its arguments (and their backward
+  once, with `bwd=True`), compares and times nothing, and says so.
 
 Each is a notice with the user's line (`notices`), shown as the `run.notices` stage.
 """
@@ -26,6 +37,12 @@ from compiler.user_code import line_on_stack
 
 NOT_COMPARED = "not compared: nothing ran on the virtual GPU (its tensors are fake: shapes and dtypes, no values)"
 NOT_TIMED = "not timed: nothing ran on the virtual GPU; the function was called once, so its kernels compiled"
+EVENT_NOT_TIMED = "not timed: nothing ran on the virtual GPU, so no time passed between the events (NaN)"
+
+
+def _is_fake(value: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(value, FakeTensor)
 
 
 class VirtualChecks:
@@ -33,27 +50,68 @@ class VirtualChecks:
         self.path = path
         self.notices: list[dict[str, Any]] = []
 
-    def _note(self, call: str, said: str) -> None:
-        self.notices.append({"line": line_on_stack(self.path), "call": call, "said": said})
+    def note(self, call: str, said: str, line: int | None = None) -> None:
+        """A notice at `line`, or at the user's innermost line on the stack."""
+        self.notices.append({"line": line or line_on_stack(self.path), "call": call, "said": said})
 
     def text(self) -> str:
         return "".join(f"line {n['line'] or '?'}: {n['call']}: {n['said']}\n" for n in self.notices)
 
+    def add_stage(self, bundle: Any) -> None:
+        """The notices as the job's `run.notices` stage (none: no stage), each linked to its line."""
+        if not self.notices:
+            return
+        bundle.add("run.notices", "Not compared, not timed", "Run", "text", self.text(),
+                   source_map=[[n, notice["line"]] for n, notice in enumerate(self.notices, start=1)
+                               if notice["line"]],
+                   meta={"count": len(self.notices), "note": "the program's checks and benchmarks on a virtual "
+                                                             "GPU: nothing ran, so nothing was compared or "
+                                                             "timed (compiler/kernels/virtual_checks.py)"})
+
+    def stopped(self, exc: BaseException, path: str) -> bool:
+        """True, with a notice at its line, when `exc` is the program reading a fake tensor's value
+        (compiler/kernels/value_reads.py): the program's end on a virtual target, not an error."""
+        from compiler import user_code
+        from compiler.kernels.value_reads import STOPPED, ValueRead, is_value_read
+        if not is_value_read(exc):
+            return False
+        line = exc.line if isinstance(exc, ValueRead) else user_code.user_line(exc, path)
+        self.note(exc.what if isinstance(exc, ValueRead) else type(exc).__name__, STOPPED, line)
+        return True
+
     @contextlib.contextmanager
-    def installed(self) -> Iterator["VirtualChecks"]:
+    def installed(self, libraries: tuple[str, ...] = ("triton",)) -> Iterator["VirtualChecks"]:
+        """The checks and benchmarks of torch and of the `libraries` the language's programs use
+        ("triton", "helion", "cutlass"), answered without values while the context is open."""
         import torch
-        import triton.testing
         patches: list[tuple[Any, str, Any]] = [
             (torch.testing, "assert_close", self._comparison("torch.testing.assert_close")),
-            (triton.testing, "assert_close", self._comparison("triton.testing.assert_close")),
-            (triton.testing, "do_bench", self._benchmark("triton.testing.do_bench")),
-            (triton.testing, "do_bench_cudagraph", self._benchmark("triton.testing.do_bench_cudagraph")),
+            (torch, "allclose", self._predicate("torch.allclose", torch.allclose)),
+            (torch, "equal", self._predicate("torch.equal", torch.equal)),
+            (torch.Tensor, "allclose", self._predicate("Tensor.allclose", torch.Tensor.allclose)),
+            (torch.Tensor, "equal", self._predicate("Tensor.equal", torch.Tensor.equal)),
+            (torch.cuda, "Event", self._event_class()),
         ]
-        try:
+        if "triton" in libraries:
+            import triton.testing
+            patches += [
+                (triton.testing, "assert_close", self._comparison("triton.testing.assert_close")),
+                (triton.testing, "do_bench", self._benchmark("triton.testing.do_bench")),
+                (triton.testing, "do_bench_cudagraph", self._benchmark("triton.testing.do_bench_cudagraph")),
+                (triton.testing.Mark, "run", self._perf_report_run()),
+            ]
+            try:  # cuBLAS through Triton's own binding, the tutorials' baseline
+                from triton._C.libtriton import nvidia
+                patches.append((nvidia.cublas, "CublasLt", self._library_class("cuBLAS", "CublasLt")))
+            except ImportError:
+                pass
+        if "helion" in libraries:
             import helion._testing as helion_testing
-            patches.append((helion_testing, "run_example", self._run_example))
-        except ImportError:
-            pass
+            patches += [(helion_testing, "run_example", self._run_example),
+                        (helion_testing, "do_bench", self._benchmark("helion._testing.do_bench"))]
+        if "cutlass" in libraries:
+            import cutlass.cute.testing as cute_testing
+            patches.append((cute_testing, "benchmark", self._cute_benchmark))
         with contextlib.ExitStack() as stack:
             for owner, name, value in patches:
                 if hasattr(owner, name):
@@ -62,22 +120,127 @@ class VirtualChecks:
 
     def _comparison(self, name: str) -> Callable[..., None]:
         def compare(*args: Any, **kwargs: Any) -> None:
-            self._note(name, NOT_COMPARED)
+            self.note(name, NOT_COMPARED)
         return compare
 
-    def _benchmark(self, name: str) -> Callable[..., float]:
-        def bench(fn: Callable[[], Any], *args: Any, **kwargs: Any) -> float:
+    def _predicate(self, name: str, original: Callable[..., bool]) -> Callable[..., bool]:
+        """`torch.allclose`/`torch.equal`: True ("not compared") when a tensor is fake; on real
+        tensors (made on the CPU) PyTorch's own answer."""
+        def predicate(*args: Any, **kwargs: Any) -> bool:
+            if not any(_is_fake(a) for a in (*args, *kwargs.values())):
+                return original(*args, **kwargs)
+            self.note(name, NOT_COMPARED)
+            return True
+        return predicate
+
+    def _benchmark(self, name: str) -> Callable[..., Any]:
+        def bench(fn: Callable[[], Any], *args: Any, quantiles: Any = None, return_mode: str = "mean",
+                  **kwargs: Any) -> Any:
             fn()
-            self._note(name, NOT_TIMED)
-            return math.nan
+            self.note(name, NOT_TIMED)
+            if quantiles is not None:
+                return [math.nan] * len(quantiles)
+            return [math.nan] if return_mode == "all" else math.nan
         return bench
+
+    def _cute_benchmark(self, callable: Callable[..., Any], *, kernel_arguments: Any = None,
+                        workspace_generator: Callable[[], Any] | None = None, **options: Any) -> float:
+        """`cutlass.cute.testing.benchmark`: the compiled function called once on its arguments;
+        microseconds NaN."""
+        arguments = kernel_arguments if kernel_arguments is not None else \
+            workspace_generator() if workspace_generator is not None else None
+        callable(*getattr(arguments, "args", ()), **getattr(arguments, "kwargs", {}))
+        self.note("cutlass.cute.testing.benchmark", NOT_TIMED)
+        return math.nan
+
+    def _perf_report_run(self) -> Callable[..., Any]:
+        checks = self
+
+        def run(mark: Any, show_plots: bool = False, print_data: bool = False, save_path: str = "",
+                return_df: bool = False, **kwargs: Any) -> Any:
+            import triton.testing
+            single = isinstance(mark.benchmarks, triton.testing.Benchmark)
+            tables = []
+            for bench in [mark.benchmarks] if single else mark.benchmarks:
+                x_names = list(bench.x_names)
+                first = bench.x_vals[0] if bench.x_vals else None
+                x = list(first) if isinstance(first, (list, tuple)) else [first] * len(x_names)
+                x_args = dict(zip(x_names, x))
+                for y in bench.line_vals:
+                    mark.fn(**x_args, **{bench.line_arg: y}, **bench.args, **kwargs)
+                at = ", ".join(f"{k}={v}" for k, v in x_args.items())
+                checks.note(f"triton.testing.perf_report {bench.plot_name or mark.fn.__name__}.run",
+                            f"not timed: called once per line ({', '.join(map(str, bench.line_names))}) at the "
+                            f"first x value ({at}), so their kernels compiled; the other {len(bench.x_vals) - 1} "
+                            "x values were not run, and nothing was plotted or printed")
+                if return_df:
+                    import pandas as pd
+                    labels = [f"{n} ({bench.ylabel})" for n in bench.line_names]
+                    rows = [(list(v) if isinstance(v, (list, tuple)) else [v] * len(x_names))
+                            + [math.nan] * len(labels) for v in bench.x_vals]
+                    tables.append(pd.DataFrame(rows, columns=x_names + labels))
+            if return_df:
+                return tables[0] if single else tables
+            return None
+        return run
+
+    def _library_class(self, library: str, name: str) -> type:
+        """A vendor library's handle (cuBLAS's `CublasLt(workspace)`), made without the library: each
+        call of it runs nothing, saying so; the output tensors it was given keep no values, as
+        every tensor on the virtual GPU."""
+        checks = self
+
+        class NotRun:
+            def __init__(self, *args: Any, **kwargs: Any):
+                pass
+
+            def __getattr__(self, method: str) -> Callable[..., None]:
+                def call(*args: Any, **kwargs: Any) -> None:
+                    checks.note(f"{library} {name}.{method}", f"not run: {library} runs on the GPU, and nothing ran on "
+                                                             "the virtual GPU")
+                return call
+
+        NotRun.__name__ = name
+        return NotRun
+
+    def _event_class(self) -> type:
+        checks = self
+
+        class VirtualEvent:
+            """`torch.cuda.Event` on a virtual GPU: nothing ran between two of them."""
+
+            def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                         **kwargs: Any):
+                self.enable_timing = enable_timing
+
+            def record(self, stream: Any = None) -> None:
+                pass
+
+            def wait(self, stream: Any = None) -> None:
+                pass
+
+            def synchronize(self) -> None:
+                pass
+
+            def query(self) -> bool:
+                return True
+
+            def elapsed_time(self, end_event: Any) -> float:
+                checks.note("torch.cuda.Event.elapsed_time", EVENT_NOT_TIMED)
+                return math.nan
+
+        return VirtualEvent
 
     def _run_example(self, kernel_fn: Any, baseline_fn: Any, args: tuple, kernel_name: str = "helion",
                      baseline_name: str = "torch", **options: Any) -> dict[str, float]:
         kernels = kernel_fn if isinstance(kernel_fn, dict) else {kernel_name: kernel_fn}
         baselines = baseline_fn if isinstance(baseline_fn, dict) else {baseline_name: baseline_fn}
         for fn in (*kernels.values(), *baselines.values()):
-            fn(*args)
-        self._note("helion._testing.run_example", f"{', '.join([*kernels, *baselines])} called once each; "
-                                                  f"{NOT_COMPARED}; {NOT_TIMED.split(';')[0]}")
+            out = fn(*args)
+            if options.get("bwd"):  # Helion's run_example then checks the gradients: each backward runs once
+                import torch
+                out.backward(torch.randn_like(out), retain_graph=True)
+        what = "called once each" + (", forward and backward" if options.get("bwd") else "")
+        self.note("helion._testing.run_example", f"{', '.join([*kernels, *baselines])} {what}; "
+                                                 f"{NOT_COMPARED}; {NOT_TIMED.split(';')[0]}")
         return {name: math.nan for name in (*kernels, *baselines)}

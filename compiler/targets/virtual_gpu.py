@@ -176,6 +176,135 @@ def install_compile_only_triton(target: GpuTarget) -> Any:
     return active
 
 
+class VirtualDeviceUtils:
+    """`driver.active.utils` of a virtual CUDA target, for programs that ask Triton's driver about the
+    device or load a compiled kernel themselves (Triton's fused-softmax tutorial sizes its grid from
+    `utils.get_device_properties` and the kernel's `n_regs` after `_init_handles()`): the target's
+    published figures, and each kernel's registers and local memory read from its cubin by
+    cuobjdump, as the CUDA driver would report them after loading it."""
+
+    def __init__(self, target: GpuTarget):
+        self.target = target
+
+    def get_device_properties(self, device: int = 0) -> dict[str, int]:
+        from compiler.targets.occupancy import SM_LIMITS
+        limits = SM_LIMITS[self.target.arch]  # type: ignore[index]
+        return {"max_shared_mem": self.target.shared_memory_per_block_optin,
+                "max_num_regs": limits.registers, "multiprocessor_count": self.target.multi_processor_count,
+                "warpSize": self.target.warp_size}
+
+    def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> tuple[None, None, int, int, int]:
+        """(module, function, registers per thread, spills, most threads per block): no module or
+        function (nothing is loaded), the rest from the cubin. Spills as Triton reads them from the
+        driver: local memory bytes / 4."""
+        import tempfile
+
+        from compiler.kernels.nvidia_tools import cubin_resource_usage_by_function
+        from compiler.targets.occupancy import SM_LIMITS
+        with tempfile.TemporaryDirectory() as scratch:
+            usage = cubin_resource_usage_by_function(kernel, scratch)
+        found = usage.get(name) or next(iter(usage.values()), {})
+        registers, local = found.get("REG", 0), found.get("LOCAL", 0)
+        limits = SM_LIMITS[self.target.arch]  # type: ignore[index]
+        threads = limits.max_threads_per_block
+        if registers:  # the CUDA driver's limit: whole warps of the kernel's registers in the register file
+            per_warp = -(-registers * self.target.warp_size // limits.register_unit) * limits.register_unit
+            warps = (limits.registers // limits.sub_partitions // per_warp) * limits.sub_partitions
+            threads = min(threads, warps * self.target.warp_size)
+        return None, None, registers, local // 4, threads
+
+
+class VirtualLauncher:
+    """The launcher a virtual target builds for a compiled kernel: the kernel loads (its figures,
+    above), and launching it is refused; compiler/kernels/launches.py records a launch of a
+    compiled kernel on a virtual target instead of calling this."""
+
+    def __init__(self, src: Any, metadata: Any):
+        self.src, self.metadata = src, metadata
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise VirtualTargetError("a virtual GPU launches nothing: the kernel was compiled, not run")
+
+
+class VirtualStream:
+    """`torch.cuda.Stream` on the virtual device: its one stream, 0 (what the compile-only driver
+    reports); nothing is ever queued on it, so waiting on it is immediate."""
+
+    cuda_stream = 0
+    stream_id = 0
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any):
+        import torch
+        self.device = torch.device("cuda", 0)
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def wait_stream(self, stream: Any) -> None:
+        pass
+
+    def wait_event(self, event: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> Any:
+        return event
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VirtualStream)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def install_program_device(target: GpuTarget, program: str) -> None:
+    """What a Triton program run as pasted asks the virtual CUDA `target` for beyond what Inductor
+    does (compiler/kernels/program.py, after `install_virtual_cuda`): loading a compiled kernel
+    through the active compile-only driver (`CompiledKernel._init_handles`: registers, spills,
+    threads; the driver's `utils.get_device_properties`), and `install_program_cuda` for the program
+    in the file `program`. Inductor's
+    path builds no launcher and never loads one."""
+    from triton.runtime.driver import driver
+    if not target.is_cuda or target.arch not in _sm_limits():
+        return
+    active = driver.active
+    active.utils = VirtualDeviceUtils(target)
+    active.launcher_cls = VirtualLauncher
+    install_program_cuda(target, program)
+
+
+def install_program_cuda(target: GpuTarget, program: str) -> None:
+    """`torch.cuda` as the program in the file `program`, run as pasted, uses it on the virtual
+    CUDA `target` (Triton's, Helion's, CuTe DSL's examples): the target's properties, its one
+    stream, and available when the program asks (`if not torch.cuda.is_available(): raise`);
+    PyTorch's own code keeps its CPU build's answer, which its tensor constructors rely on
+    (`torch.tensor(data, device="cuda")` takes the real CUDA path otherwise). Not PyTorch's C++
+    side (that is `install_virtual_cuda`)."""
+    import sys
+
+    import torch
+    cpu_build_answer = torch.cuda.is_available
+
+    def is_available() -> bool:
+        return sys._getframe(1).f_code.co_filename == program or cpu_build_answer()
+    _install_torch_cuda_queries(target)
+    torch.cuda.Stream = VirtualStream  # type: ignore[misc, assignment]
+    torch.cuda.current_stream = lambda device=None: VirtualStream()
+    torch.cuda.default_stream = lambda device=None: VirtualStream()
+    torch.cuda.set_stream = lambda stream: None
+    torch.cuda.stream = lambda stream=None: contextlib.nullcontext(stream)
+    torch.cuda.set_device = lambda device: None
+    torch.cuda.is_available = is_available
+
+
+def _sm_limits() -> dict[int, Any]:
+    from compiler.targets.occupancy import SM_LIMITS
+    return SM_LIMITS
+
+
 # --- PyTorch and Inductor on a virtual CUDA device ---------------------------------------------
 
 RUNTIME_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "virtual_cuda.cpp")
@@ -244,29 +373,10 @@ def _torch_package_dir() -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
-    """Make PyTorch (its C++ side, torch.cuda, Dynamo's device interface, FakeTensor, Inductor) and
-    Triton believe a CUDA device of `target`'s kind exists, for tracing, code generation and
-    compilation only: tensors on it must be fake. Irreversible: call it once, in a process that
-    runs one job (the sandboxed worker), after `import torch`."""
-    if not target.is_cuda:
-        raise ValueError(f"{target.name}: Inductor on a virtual GPU is available for CUDA targets only")
-    check_versions()
+def _install_torch_cuda_queries(target: GpuTarget) -> Any:
+    """torch.cuda's questions about the device, answered for one device of `target`'s kind (its
+    published properties); the properties returned."""
     import torch
-    import torch._inductor.config as inductor_config
-    import torch._inductor.runtime.triton_heuristics as triton_heuristics
-    import torch._subclasses.fake_tensor as fake_tensor
-    import torch._subclasses.functional_tensor as functional_tensor
-    import torch.fx.experimental.proxy_tensor as proxy_tensor
-    import torch.utils._pytree as pytree
-    from torch._dynamo import device_interface
-
-    # 1. PyTorch's C++ side: CUDA hooks and a device guard (virtual_cuda.cpp), so factory calls on
-    #    the device, .cuda(), BatchNorm and the autograd engine accept (fake) CUDA tensors.
-    status = ctypes.CDLL(runtime.wait()).irscope_install_virtual_cuda()
-    if status != 1:
-        raise ShimVersionError("this PyTorch has CUDA hooks of its own: a virtual device is for CPU builds")
-
     major, minor = target.capability
     props = types.SimpleNamespace(
         name=target.product, major=major, minor=minor, multi_processor_count=target.multi_processor_count,
@@ -290,6 +400,41 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     torch.cuda.synchronize = lambda device=None: None
     torch.cuda._lazy_init = lambda: None
     torch._C._cuda_getCurrentRawStream = lambda device: 0
+    return props
+
+
+def install_cuda_hooks(runtime: RuntimeBuild) -> None:
+    """PyTorch's C++ side only (virtual_cuda.cpp's CUDA hooks and device guard, `runtime` built):
+    `.cuda()`, factory calls on the device and autograd accept fake CUDA tensors. Irreversible, after
+    `import torch`; `install_virtual_cuda` does this and the rest."""
+    status = ctypes.CDLL(runtime.wait()).irscope_install_virtual_cuda()
+    if status != 1:
+        raise ShimVersionError("this PyTorch has CUDA hooks of its own: a virtual device is for CPU builds")
+
+
+def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
+    """Make PyTorch (its C++ side, torch.cuda, Dynamo's device interface, FakeTensor, Inductor) and
+    Triton believe a CUDA device of `target`'s kind exists, for tracing, code generation and
+    compilation only: tensors on it must be fake. Irreversible: call it once, in a process that
+    runs one job (the sandboxed worker), after `import torch`."""
+    if not target.is_cuda:
+        raise ValueError(f"{target.name}: Inductor on a virtual GPU is available for CUDA targets only")
+    check_versions()
+    import torch
+    import torch._inductor.config as inductor_config
+    import torch._inductor.runtime.triton_heuristics as triton_heuristics
+    import torch._subclasses.fake_tensor as fake_tensor
+    import torch._subclasses.functional_tensor as functional_tensor
+    import torch.fx.experimental.proxy_tensor as proxy_tensor
+    import torch.utils._pytree as pytree
+    from torch._dynamo import device_interface
+
+    # 1. PyTorch's C++ side: CUDA hooks and a device guard (virtual_cuda.cpp), so factory calls on
+    #    the device, .cuda(), BatchNorm and the autograd engine accept (fake) CUDA tensors.
+    install_cuda_hooks(runtime)
+
+    major, minor = target.capability
+    props = _install_torch_cuda_queries(target)
     cuda = device_interface.get_interface_for_device("cuda")
     for holder in (cuda, cuda.Worker):
         holder.get_device_properties = staticmethod(lambda device=None: props)

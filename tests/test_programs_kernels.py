@@ -1,0 +1,200 @@
+"""The kernel families of the corpus (tests/programs/triton, helion, gluon, cute: programs written
+the way Triton's tutorials and Helion's, Gluon's and CuTe DSL's examples are, each pasted whole)
+compiled on a virtual H100 (`target: cuda:sm_90`) through the real runner and sandbox.
+
+Every program must end `done` with every kernel it calls compiled to PTX and SASS, and its checks,
+benchmarks and value reads answered as notices at their lines (compiler/kernels/virtual_checks.py,
+compiler/kernels/value_reads.py): each program below names its kernels and the notices it carries.
+One app compiles them all, submitted at once (the module's wall time is its slowest jobs').
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from compiler.kernels.value_reads import STOPPED
+from compiler.kernels.virtual_checks import EVENT_NOT_TIMED, NOT_COMPARED, NOT_TIMED
+from tests.conftest import make_app, needs_bwrap, stage_text, wait_job
+from tests.programs.families import HERE, family
+
+pytestmark = [needs_bwrap, pytest.mark.slow]
+KERNEL_FAMILIES = ("triton", "helion", "gluon", "cute")
+
+
+@dataclass(frozen=True)
+class Expect:
+    kernels: tuple[str, ...]  # each compiled to PTX and SASS (Triton's kernel names; CuTe's @cute.jit functions)
+    notices: tuple[tuple[str, str], ...] = ()  # (the line's text, the notice), in the order the program ran them
+    stopped_at: str = ""  # the line where reading a fake tensor's value ended the program
+
+
+PROGRAMS: dict[str, Expect] = {
+    "triton/vector_add.py": Expect(("add_kernel",), (
+        ("torch.testing.assert_close(got, expected)", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("ms, min_ms, max_ms = triton.testing.do_bench(lambda: add(x, y)", "triton.testing.do_bench: " + NOT_TIMED),
+        ("benchmark.run(print_data=True, show_plots=True)", "triton.testing.perf_report vector-add-performance.run: "
+                                                             "not timed: called once per line (Triton, Torch) at the "
+                                                             "first x value (size=4096)"))),
+    "triton/fused_softmax.py": Expect(("softmax_kernel",), (
+        ("assert torch.allclose(softmax(x)", "torch.allclose: " + NOT_COMPARED),
+        ("ms = triton.testing.do_bench(lambda: naive_softmax(x))", "triton.testing.do_bench: " + NOT_TIMED))),
+    "triton/matmul_autotune.py": Expect(("matmul_kernel",), (
+        ("if torch.allclose(triton_output, torch_output", "torch.allclose: " + NOT_COMPARED),
+        ("benchmark.run(show_plots=True, print_data=True)", "triton.testing.perf_report matmul-performance-fp16.run"))),
+    "triton/layer_norm.py": Expect(("ln_forward", "ln_backward_dx"), (
+        ("assert torch.allclose(y_tri, y_ref", "torch.allclose: " + NOT_COMPARED),)),
+    "triton/flash_attention_fwd.py": Expect(("attn_fwd",), (
+        ("torch.testing.assert_close(out, ref", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("ms = triton.testing.do_bench(lambda: attention(q, k, v))", "triton.testing.do_bench: " + NOT_TIMED))),
+    "triton/descriptor_matmul.py": Expect(("matmul_tma_kernel",), (
+        ("torch.testing.assert_close(c, a @ b.T", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("ms = triton.testing.do_bench(fn)", "triton.testing.do_bench: " + NOT_TIMED),
+        ('("cublas", lambda: cublas.matmul(a, b, c_ref))', "cuBLAS CublasLt.matmul: not run"),
+        ("ms = triton.testing.do_bench(fn)", "triton.testing.do_bench: " + NOT_TIMED))),
+    "triton/seeded_dropout.py": Expect(("seeded_dropout_kernel",), (
+        ('assert torch.equal(a, b), "the same seed gives the same mask"', "torch.equal: " + NOT_COMPARED),
+        ('print(f"dropout: {start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
+        ("print(triton.testing.do_bench_cudagraph(", "triton.testing.do_bench_cudagraph: " + NOT_TIMED))),
+    "triton/row_stats_item.py": Expect(("row_mean_kernel",), stopped_at="err = (means - x.mean(dim=1)).abs().max()"),
+    "helion/softmax.py": Expect(("_helion_softmax", "_helion_softmax_steps", "_helion_softmax_online"), (
+        ("run_example(kernels,", "helion._testing.run_example: helion softmax, helion steps, helion online, torch "
+                                 "called once each; " + NOT_COMPARED),)),
+    "helion/rms_norm.py": Expect(("_helion_rms_norm_fwd",), (
+        ("run_example(rms_norm, rms_norm_pytorch", "helion._testing.run_example: helion, torch called once each"),
+        ("run_example(lambda x: rms_norm(x, module.weight)", "helion._testing.run_example: helion, nn.RMSNorm "
+                                                            "called once each"))),
+    "helion/reductions.py": Expect(("_helion_sum_rows", "_helion_mean_rows", "_helion_long_sum"), (
+        ("run_example(sum_rows,", "helion._testing.run_example"),
+        ("run_example(mean_rows,", "helion._testing.run_example"),
+        ("run_example(long_sum,", "helion._testing.run_example"))),
+    "helion/elementwise.py": Expect(("_helion_add", "_helion_swiglu_fwd", "_helion_swiglu_bwd"), (
+        ("run_example(add, torch.add", "helion._testing.run_example"),
+        ("run_example(swiglu,", "helion._testing.run_example: helion, torch called once each, forward and "
+                                "backward"))),
+    "helion/matmul.py": Expect(("_helion_matmul", "_helion_bmm"), (
+        ("run_example(matmul, torch.matmul", "helion._testing.run_example"),
+        ("run_example(with_bias,", "helion._testing.run_example"),
+        ("run_example(bmm, torch.bmm", "helion._testing.run_example"))),
+    "gluon/blocked_copy.py": Expect(("memcpy_1d_kernel",), (
+        ("torch.testing.assert_close(input, output, atol=0, rtol=0)", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("ms = triton.testing.do_bench(lambda: memcpy_1d(", "triton.testing.do_bench: " + NOT_TIMED))),
+    "gluon/row_sum_layouts.py": Expect(("row_sum_kernel",), (
+        ("torch.testing.assert_close(out, x.float().sum(dim=1)", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("ms = triton.testing.do_bench(lambda: row_sum(x, num_warps=num_warps))", "triton.testing.do_bench"))),
+    "gluon/layout_conversion.py": Expect(("transpose_kernel",), (
+        ("torch.testing.assert_close(transpose(x)", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("ms = triton.testing.do_bench_cudagraph(", "triton.testing.do_bench_cudagraph: " + NOT_TIMED))),
+    "cute/elementwise_add.py": Expect(("naive_add",), (
+        ("torch.testing.assert_close(c, a + b)", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("avg_us = testing.benchmark(compiled", "cutlass.cute.testing.benchmark: " + NOT_TIMED))),
+    "cute/scale_events.py": Expect(("scale",), (
+        ('print(f"{start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
+        ("assert torch.allclose(y, x * 2.0)", "torch.allclose: " + NOT_COMPARED))),
+    "cute/relu_item.py": Expect(("relu",), stopped_at="zeros = int((y == 0).sum().item())"),
+}
+
+
+def _programs() -> list[str]:
+    return [os.path.relpath(path, HERE) for name in KERNEL_FAMILIES for path in family(name).programs()]
+
+
+def _line(program: str, text: str) -> int:
+    with open(os.path.join(HERE, program), encoding="utf-8") as f:
+        lines = [n for n, line in enumerate(f, start=1) if text in line]
+    assert len(lines) == 1, (program, text, lines)
+    return lines[0]
+
+
+@dataclass
+class CompiledPrograms:
+    client: object
+    jobs: dict[str, dict]  # program (family/file.py) -> the finished job's JSON
+
+    def text(self, program: str, key: str) -> str:
+        return stage_text(self.client, self.jobs[program]["id"], key)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> CompiledPrograms:
+    languages = ",".join(sorted({family(name).language for name in KERNEL_FAMILIES}))
+    app = make_app(tmp_path_factory.mktemp("kernel-programs"), languages=languages, workers=2, spare_workers=1,
+                   wall_time_limit_s=600, max_queued_jobs=0, rate_limit="")
+    client = app.test_client()
+    try:
+        ids = {}
+        for program in _programs():
+            fam = family(program.split("/")[0])
+            with open(os.path.join(HERE, program), encoding="utf-8") as f:
+                body = {"language": fam.language, "source": f.read(), "options": fam.options}
+            response = client.post("/api/compile", json=body)
+            assert response.status_code in (200, 202), (program, response.get_json())
+            ids[program] = response.get_json()["job"]
+        yield CompiledPrograms(client, {program: wait_job(client, job_id, timeout=900)
+                                        for program, job_id in ids.items()})
+    finally:
+        app.extensions["irscope"].runner.shutdown()
+
+
+def test_every_kernel_family_has_its_programs_and_each_says_what_it_must_show():
+    programs = _programs()
+    assert len(programs) >= 18
+    for name in KERNEL_FAMILIES:
+        assert len(family(name).programs()) >= 3, name
+    assert sorted(programs) == sorted(PROGRAMS)
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_program_ends_done_with_every_kernel_compiled(compiled, program):
+    expect = PROGRAMS[program]
+    job = compiled.jobs[program]
+    assert job["status"] == "done", job.get("error")
+    keys = [stage["key"] for stage in job["stages"]]
+    prefix = "cute" if program.startswith("cute/") else "triton"
+    for kernel in expect.kernels:
+        for stage in ("ptx", "sass"):
+            pattern = re.compile(rf"{prefix}\.{stage}:{re.escape(kernel)}(\.\d+)?$")
+            assert any(pattern.match(key) for key in keys), (kernel, stage, keys)
+    target = job["timings"]["target"]
+    assert target["virtual"] and ".target sm_90a" in compiled.text(program, next(
+        k for k in keys if k.startswith(f"{prefix}.ptx:")))
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_program_checks_and_benchmarks_are_notices_at_their_lines(compiled, program):
+    expect = PROGRAMS[program]
+    wanted = [(_line(program, text), said) for text, said in expect.notices]
+    if expect.stopped_at:
+        wanted.append((_line(program, expect.stopped_at), STOPPED))
+    keys = [stage["key"] for stage in compiled.jobs[program]["stages"]]
+    if not wanted:
+        assert "run.notices" not in keys
+        return
+    notices = compiled.text(program, "run.notices").splitlines()
+    at = 0
+    for line, said in wanted:  # in the order the program reached them
+        found = [n for n in range(at, len(notices)) if notices[n].startswith(f"line {line}: ") and said in notices[n]]
+        assert found, (line, said, notices)
+        at = found[0] + 1
+    if expect.stopped_at:  # the value read was the program's end: nothing after it ran
+        assert notices[-1].endswith(STOPPED) and at == len(notices)
+
+
+def test_a_compiled_kernel_launched_directly_is_recorded_with_its_registers(compiled):
+    """fused_softmax.py compiles its kernel with `warmup`, loads it (`_init_handles`: registers from
+    the cubin, as the driver reports them) to size its grid, and launches the compiled kernel."""
+    program = "triton/fused_softmax.py"
+    launches = json.loads(compiled.text(program, "triton.launches"))
+    direct = [launch for launch in launches if launch["line"] == _line(program, "kernel[(programs, 1, 1)](")]
+    assert len(direct) == 1 and direct[0]["kernel"] == "softmax_kernel" and direct[0]["grid"][0] > 0
+    assert "compiled kernel launched directly" in direct[0]["note"]
+
+
+def test_a_value_read_ends_the_program_and_later_kernels_do_not_compile(compiled):
+    job = compiled.jobs["triton/row_stats_item.py"]
+    keys = [stage["key"] for stage in job["stages"]]
+    assert not any(key.startswith("triton.ptx:scale_kernel") for key in keys)  # after the read: never reached
+    assert compiled.text("triton/row_stats_item.py", "run.stdout") == "torch.Size([4])\n"
