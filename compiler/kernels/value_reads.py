@@ -32,13 +32,14 @@ class ValueRead(BaseException):
 
 
 def is_value_read(exc: BaseException) -> bool:
-    """True for `ValueRead`, or PyTorch's own data-dependent error on a fake tensor in its chain."""
-    from torch._subclasses.fake_tensor import DataDependentOutputException
+    """True for `ValueRead`, or in its chain PyTorch's own error for a fake tensor's value or a
+    shape that depends on values (a compile-only run of any language needed a value)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, (ValueRead, DataDependentOutputException)):
+        if isinstance(current, (ValueRead, DataDependentOutputException, DynamicOutputShapeException)):
             return True
         current = current.__cause__ or current.__context__
     return False

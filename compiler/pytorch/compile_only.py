@@ -13,9 +13,9 @@ backward graph, which AOTAutograd then compiles lazily exactly as in a real run.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
-from unittest import mock
+from typing import Any
+
+from compiler.kernels.fake_modules import convert_by_assignment
 
 NOTE = ("compile-only: the inputs and parameters are fake tensors (shape, stride, dtype, device; no values). "
         "Dynamo, AOTAutograd and Inductor compiled every graph exactly as for real tensors of these shapes; "
@@ -39,7 +39,7 @@ def to_fake(value: Any, mode: Any) -> Any:
     import torch.utils._pytree as pytree
 
     if isinstance(value, torch.nn.Module):
-        return replace_tensors(value, lambda t: _fake_tensor(t, mode))
+        return convert_by_assignment(value, lambda t: _fake_tensor(t, mode))
     return pytree.tree_map(lambda t: _fake_tensor(t, mode) if isinstance(t, torch.Tensor) else t, value)
 
 
@@ -50,58 +50,9 @@ def to_device(model: Any, inputs: tuple, device: str) -> tuple[Any, tuple]:
     import torch.utils._pytree as pytree
 
     if isinstance(model, torch.nn.Module):
-        model = replace_tensors(model, lambda t: t.to(device))
+        model = convert_by_assignment(model, lambda t: t.to(device))
     inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, inputs)
     return model, inputs
-
-
-def replace_tensors(model: Any, convert: Any) -> Any:
-    """`model` with each parameter and buffer replaced by `convert(tensor)`, as Module._apply would,
-    but by assignment: Module._apply swaps a fake parameter in place, which PyTorch refuses (a fake
-    tensor has weak references). A Parameter stays a Parameter with its requires_grad, one shared by
-    two modules stays shared, and one `convert` leaves unchanged is kept."""
-    import torch
-
-    converted: dict[int, tuple[Any, Any]] = {}  # id(old) -> (old, new): old kept alive, its id unique
-
-    def new(t: Any, parameter: bool) -> Any:
-        if id(t) not in converted:
-            with torch.no_grad():
-                result = convert(t)
-            if parameter and result is not t:
-                result = torch.nn.Parameter(result, requires_grad=t.requires_grad)
-            converted[id(t)] = (t, result)
-        return converted[id(t)][1]
-
-    for module in model.modules():
-        for name, param in list(module._parameters.items()):
-            if param is not None:
-                module._parameters[name] = new(param, parameter=True)
-        for name, buffer in list(module._buffers.items()):
-            if buffer is not None:
-                module._buffers[name] = new(buffer, parameter=False)
-    return model
-
-
-@contextlib.contextmanager
-def modules_move_by_assignment() -> Iterator[None]:
-    """While user code runs on fake tensors: `.cuda()`, `.to(device)`, `.half()` on a module made
-    of fake tensors convert by assignment (`replace_tensors`), with the same result. Module._apply
-    swaps a fake parameter in place, which PyTorch refuses ("Couldn't swap Linear.weight"), and
-    programs move their model before parallelize_module, fully_shard or torch.compile."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    original_apply = torch.nn.Module._apply
-
-    def module_apply(module: Any, fn: Any, recurse: bool = True) -> Any:
-        if recurse and any(isinstance(t, FakeTensor) for m in module.modules()
-                           for t in (*m._parameters.values(), *m._buffers.values())):
-            return replace_tensors(module, fn)
-        return original_apply(module, fn, recurse)
-
-    with mock.patch.object(torch.nn.Module, "_apply", module_apply):
-        yield
 
 
 def _fake_tensor(t: Any, mode: Any) -> Any:
@@ -155,16 +106,3 @@ class _FakeAware:
             args.clear()
             return self.graph(*inputs)
         return self.compiled(args)
-
-
-def is_data_dependent(exc: BaseException) -> bool:
-    """True when a compile-only run failed because the program needed a tensor's value."""
-    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (DataDependentOutputException, DynamicOutputShapeException)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False

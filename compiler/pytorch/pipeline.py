@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from compiler.errors import ErrorKind
+from compiler.kernels import fake_modules
 from compiler.kernels.capture import KernelCapture
+from compiler.kernels.value_reads import is_value_read
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError, lacks_release
 from compiler.pytorch import (
@@ -330,11 +332,11 @@ def _run_program_virtually(options: dict[str, Any], ctx: JobContext, path: str, 
         return _program_error(e, path, ctx, run_mode)
 
     phases: dict[str, float] = {}
-    with _in_world(world, path), compile_only.modules_move_by_assignment(), \
+    with _in_world(world, path), fake_modules.convertible(), \
             virtual_program.installed(notices, torch, gpu is not None), capture.installed(mode):
         _, error = run_as_main(path, capture.sink, explain)
         phases["program_s"] = time.perf_counter() - started
-        stopped = error is not None and compile_only.is_data_dependent(error.__cause__ or error)
+        stopped = error is not None and is_value_read(error.__cause__ or error)
         if stopped:
             notices.stopped_at(error.__cause__)
             error = None
@@ -823,7 +825,7 @@ def _estimate_peak(model: Any, inputs: tuple, training: bool, mode: Any, torch: 
 
 def _fake_build_error(exc: BaseException, path: str, ctx: JobContext) -> UserError:
     error = user_error(exc, path, ctx.settings)
-    if compile_only.is_data_dependent(exc):
+    if is_value_read(exc):
         error = UserError(error.error.kind, error.error.message + " (irscope calls get_inputs/get_init_inputs and "
                           "example_inputs under a FakeTensorMode to learn the inputs' sizes without allocating "
                           "them; a fake tensor has no values to read)", error.error.line)
@@ -833,7 +835,7 @@ def _fake_build_error(exc: BaseException, path: str, ctx: JobContext) -> UserErr
 def _compile_error(exc: BaseException, path: str, ctx: JobContext, run_mode: entry_points.RunMode) -> UserError:
     """The job's error for an exception from the compile (or the user's code run by it)."""
     error = user_error(exc, path, ctx.settings, _error_kind(exc))
-    if run_mode.compile_only and compile_only.is_data_dependent(exc):
+    if run_mode.compile_only and is_value_read(exc):
         return _explained(error, f"{run_mode.sentence}: the inputs are fake tensors, which have no values, so code "
                                  "that reads a tensor's value (a Python branch on it, .item(), .tolist()) cannot run; "
                                  "Dynamo graph-breaks there and the eager code between graphs needs the value")

@@ -144,11 +144,11 @@ def source_patches(world: World, path: str) -> Iterator[None]:
     for module in [m for n, m in list(sys.modules.items()) if n.startswith("torch.distributed") and m is not None]:
         if module is not device_mesh and getattr(module, "init_device_mesh", None) is original_mesh:
             patched.append((module, "init_device_mesh", init_device_mesh))
-    from compiler.pytorch.compile_only import modules_move_by_assignment
+    from compiler.kernels.fake_modules import convertible
     with contextlib.ExitStack() as stack:
         for module, name, value in patched:
             stack.enter_context(mock.patch.object(module, name, value))
-        stack.enter_context(modules_move_by_assignment())
+        stack.enter_context(convertible())
         yield
 
 
