@@ -213,13 +213,13 @@ def test_the_compile_index_groups_compiles_by_the_users_line_that_called_them(en
     assert [(r["compile_id"], r["function"], r["line"], r["call_line"], r["ops"], r["breaks"]) for r in records] == [
         ("0/0", "forward", 6, 5, 1, [8]), ("1/0", "torch_dynamo_resume_in_forward_at_8", 8, 5, 3, [])]
     assert records[0]["call_text"] == 'torch.compile(ns["model"])(*ns["example_inputs"])'
-    assert records[0]["seconds"] == 1.247 and records[0]["recompile"] is None and records[0]["error"] is None
+    assert records[0]["recompile"] is None and records[0]["error"] is None
     text, pairs = compile_index.text_and_map(compile_index.by_call_site(records))
     assert text.splitlines()[:5] == [
         "# 2 compiles of 2 functions, called from 1 line of yours", "",
         '## line 5: torch.compile(ns["model"])(*ns["example_inputs"])',
-        "- [0/0] forward, line 6: a graph of 1 op; graph break at line 8; 1.25 s",
-        "- [1/0] torch_dynamo_resume_in_forward_at_8, line 8: a graph of 3 ops; 11.68 s"]
+        "- [0/0] forward, line 6: a graph of 1 op; graph break at line 8",
+        "- [1/0] torch_dynamo_resume_in_forward_at_8, line 8: a graph of 3 ops"]
     assert pairs == [[3, 5], [4, 6], [5, 8]]
     # without the harness as the user's: one group, called from no line of the user's
     alone = compile_index.by_call_site(compile_index.compiles(entries, USER))

@@ -24,7 +24,7 @@ EXPLANATIONS: dict[str, str] = {
                            "unsupported call) and why. Each break splits your function into several graphs.",
     "dynamo.compiles": "Every compile Dynamo made, as tlparse's index lists them, grouped by the line of yours "
                        "that called the compiled code: the function compiled, its graph's size, its graph "
-                       "breaks, the guard that failed when it was a recompile, and how long it took.",
+                       "breaks and the guard that failed when it was a recompile.",
     "dynamo.recompiles": "Calls where a guard failed and the frame was compiled again, with the guard that failed.",
     "aot.": "AOTAutograd traced the FX graph through PyTorch's dispatcher down to ATen operators, "
             "functionalised it (no in-place mutation) and, when gradients are needed, split the joint "

@@ -1,13 +1,14 @@
 """The index of a job's compiles, as tlparse's index lists them, grouped by the user's line that
 called into compiled code: for each compile id, the function Dynamo compiled, what came of it (a
 graph and its size, the graph breaks it made, the guard that failed when it was a recompile, an
-error) and how long it took, all read from the structured trace PyTorch wrote:
+error), all read from the structured trace PyTorch wrote (no compile times: a stage's text is the
+same on every run of the same compile; the times are the Timings pane's):
 
 - `dynamo_start`'s stack: the frames that led to the compile; the innermost frame of the user's
   file below the compiled function itself is the call site (`compiled(x)` in a loop, a
   `model(x)` in `main()`); a graph break's resume function is called from the same line;
 - `compilation_metrics`: the function (`co_name`, `co_firstlineno`), `graph_op_count`,
-  `recompile_reason`, `fail_type`/`fail_reason` and `entire_frame_compile_time_s`;
+  `recompile_reason` and `fail_type`/`fail_reason`;
 - `dynamo_graph_break_reason`: the user's line of each break.
 
 Pure functions of the trace entries; no torch import."""
@@ -35,7 +36,7 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
     the order they started: compile_id, function, line (its `def`, when in the user's file),
     call_line and call_text (the user's line that called it; None when no frame of the user's file
     led there), ops (the graph's op count; None without a graph), breaks (user lines), recompile
-    (the failed guard, first line), error, seconds."""
+    (the failed guard, first line), error."""
     strings = torch_trace.string_table(entries)
     out: dict[str, dict[str, Any]] = {}
     for e in entries:
@@ -65,8 +66,6 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
             if m.get("fail_type"):
                 reason = str(m.get("fail_reason") or "").strip().splitlines()
                 record["error"] = f"{m['fail_type']}: {reason[0]}" if reason else str(m["fail_type"])
-            if m.get("entire_frame_compile_time_s") is not None:
-                record["seconds"] = round(float(m["entire_frame_compile_time_s"]), 3)
         elif e.name == "dynamo_graph_break_reason" and base in out:
             line = torch_source_map.graph_break_line(e.payload, user_paths)
             if line and line not in out[base]["breaks"]:
@@ -76,7 +75,7 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
 
 def _record(cid: str) -> dict[str, Any]:
     return {"compile_id": cid, "function": "", "line": None, "call_line": None, "call_text": "", "ops": None,
-            "breaks": [], "recompile": None, "error": None, "seconds": None}
+            "breaks": [], "recompile": None, "error": None}
 
 
 def by_call_site(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -99,8 +98,8 @@ def _what_came_of_it(r: dict[str, Any]) -> str:
         parts.append(f"a graph of {r['ops']} op{'s' if r['ops'] != 1 else ''}" if r["ops"] else "no graph (no ops)")
     if r["breaks"]:
         parts.append("graph break at line " + ", ".join(str(n) for n in r["breaks"]))
-    if r["seconds"] is not None:
-        parts.append(f"{r['seconds']:.2f} s")
+    # (no compile time: a stage's text is what the compiler made, the same on every run of it;
+    # the times are the Timings pane's)
     return "; ".join(parts)
 
 
