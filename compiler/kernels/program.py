@@ -93,6 +93,8 @@ class TritonProgramPipeline(Pipeline):
         here is left to the job, which builds it again and says why."""
         super().prepare_spare(workdir, toolchain_cache, kind, job_arrived, export_toolchain_cache)
         from compiler.targets import virtual_gpu
+        if not virtual_gpu.shim_fits():  # another toolchain's spare: its jobs use the driver alone
+            return
         try:
             virtual_gpu.runtime_for_job(toolchain_cache, workdir).wait()
         except RuntimeError:
@@ -213,9 +215,10 @@ class TritonProgramPipeline(Pipeline):
     def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
         """Make Triton compile for the virtual `target` (its compile-only driver). A CUDA target is
         also a virtual CUDA device for PyTorch (`torch.cuda`'s queries, autograd on the device: the
-        tutorials' backward passes) on which a program may load a compiled kernel itself."""
+        tutorials' backward passes) on which a program may load a compiled kernel itself, where the
+        toolchain is the one that device is pinned to (another toolchain's Triton: the driver alone)."""
         from compiler.targets import virtual_gpu
-        if target.is_cuda:
+        if target.is_cuda and virtual_gpu.shim_fits():
             virtual_gpu.install_virtual_cuda(target, virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir))
             virtual_gpu.install_program_device(target, os.path.join(ctx.workdir, SOURCE_NAME))
         else:

@@ -83,6 +83,16 @@ def check_versions() -> dict[str, str]:
     return found
 
 
+def shim_fits() -> bool:
+    """Whether the installed torch and Triton are the ones the virtual CUDA device is pinned to
+    (check_versions); another toolchain's kernel languages use the compile-only driver alone."""
+    try:
+        check_versions()
+    except ShimVersionError:
+        return False
+    return True
+
+
 # The Triton releases whose compile-only driver (public API only: `DriverBase`, `driver.set_active`,
 # `GPUTarget`) is tested here (tests/test_toolchains.py compiles a Triton and a Gluon kernel for sm_90
 # on each, every stage of the default's made): the `triton`, `gluon` and `helion` languages' virtual
