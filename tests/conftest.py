@@ -42,6 +42,12 @@ def pytest_collection_modifyitems(config, items):
                 [item for item in items if item.module.__name__ in last])
 
 
+# Apps are made one at a time: the session's compile makes its app in a thread, and CPython 3.11's
+# ast.parse (werkzeug compiles each URL rule with it) is not thread-safe ("AST constructor
+# recursion depth mismatch").
+_MAKING_AN_APP = threading.Lock()
+
+
 def make_app(tmp_path, **overrides):
     config = {"data_dir": str(tmp_path / "var"), "languages": "fake,pytorch", "workers": 2,
               "wall_time_limit_s": 240, "warm_toolchain_cache": False,
@@ -50,7 +56,8 @@ def make_app(tmp_path, **overrides):
               # has its own test (tests/test_store.py)
               "max_jobs_per_client": 0}
     config.update(overrides)
-    return create_app(config)
+    with _MAKING_AN_APP:
+        return create_app(config)
 
 
 @pytest.fixture
