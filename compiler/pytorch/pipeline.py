@@ -290,7 +290,8 @@ def _end_program(bundle: Bundle, entries: list[torch_trace.TraceEntry], error: U
     if error is not None:
         raise error
     if not torch_trace.compile_ids(entries):
-        names = top_level_names(open(path, encoding="utf-8").read()) or set()
+        with open(path, encoding="utf-8") as f:
+            names = top_level_names(f.read()) or set()
         hint = (" (it binds `model` but no `example_inputs`: define `example_inputs` too and irscope compiles "
                 "`model` on them)") if "model" in names else ""
         raise UserError(ErrorKind.InputError, "the program ran to its end and compiled nothing: it called no function "
