@@ -8,9 +8,9 @@ triton or jax and none of irscope.
 """
 from __future__ import annotations
 
-import ast
 import json
 
+from compiler import python_ast
 from compiler.model import Request
 
 
@@ -21,7 +21,7 @@ def python_literal(text: str) -> str:
     if all(c == "\n" or c == "\t" or " " <= c < "\x7f" or c > "\x9f" for c in text) and "\r" not in text:
         block = "r'''" + text + "'''"
         try:
-            if ast.literal_eval(block) == text:
+            if python_ast.literal_eval(block) == text:
                 return block
         except (SyntaxError, ValueError):
             pass

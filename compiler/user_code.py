@@ -14,6 +14,7 @@ import sys
 import traceback
 from typing import Any, Callable, Iterator
 
+from compiler import python_ast
 from compiler.errors import ErrorKind, UserFacing
 from compiler.model import JobSettings
 from compiler.pipeline import JobContext, UserError
@@ -284,7 +285,7 @@ def top_level_names(source: str) -> set[str] | None:
     does not parse, or when a `from m import *` may bind any name. How a language tells a program
     that follows its convention (`model`, `fn`) from one that runs as written."""
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except (SyntaxError, ValueError):
         return None
     names: set[str] = set()

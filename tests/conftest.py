@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 import pytest
 
 from app import create_app
-from compiler import registry
+from compiler import python_ast, registry
 
 # The browser tests' fixtures (one Chromium, a real server per module, the watched page).
 pytest_plugins = ["tests.browser"]
@@ -42,10 +42,6 @@ def pytest_collection_modifyitems(config, items):
                 [item for item in items if item.module.__name__ in last])
 
 
-# Apps are made one at a time: the session's compile makes its app in a thread, and CPython 3.11's
-# ast.parse (werkzeug compiles each URL rule with it) is not thread-safe ("AST constructor
-# recursion depth mismatch").
-_MAKING_AN_APP = threading.Lock()
 
 
 def make_app(tmp_path, **overrides):
@@ -56,7 +52,9 @@ def make_app(tmp_path, **overrides):
               # has its own test (tests/test_store.py)
               "max_jobs_per_client": 0}
     config.update(overrides)
-    with _MAKING_AN_APP:
+    # werkzeug compiles each URL rule with ast.parse, which is not thread-safe (compiler/python_ast.py),
+    # and the session's compile makes its app and reads its pages in a thread
+    with python_ast.LOCK:
         return create_app(config)
 
 

@@ -184,3 +184,23 @@ def test_every_option_is_typed_strictly_and_its_text_form_is_read_by_kind(langua
         text = json.dumps(text) if option.kind == "dict" else str(text)
         assert option.from_text(text) == default, (language, option.name, text)
         assert pipeline.normalise_options({option.name: default})[option.name] == default
+
+
+def test_the_web_process_parses_one_source_at_a_time():
+    """The reproducer and the page read sources on request threads; CPython 3.11's parser fails
+    with `SystemError: AST constructor recursion depth mismatch` when two threads parse at once (it
+    failed a CI run, in werkzeug's parse of a URL rule). Every parse of the web process waits for
+    the one under way: here a reproducer is asked for while another parse holds the parser."""
+    import threading
+
+    from compiler import python_ast
+
+    made: list[str | None] = []
+    with python_ast.LOCK:
+        source = "torch.nn.Linear(2, 2)" + CONVENTION
+        asking = threading.Thread(target=lambda: made.append(_script("pytorch", source, {})))
+        asking.start()
+        asking.join(0.5)
+        assert asking.is_alive() and not made, "the reproducer parsed while another parse was under way"
+    asking.join(10)
+    assert made and made[0] is not None and "torch.nn.Linear(2, 2)" in made[0]

@@ -14,13 +14,13 @@ inputs and parameters need against the worker's memory, and always on a virtual 
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from compiler import python_ast
 from compiler.errors import ErrorKind
 from compiler.kernels import fake_modules
 from compiler.kernels.capture import KernelCapture
@@ -90,7 +90,7 @@ def _validate_inductor_config(value: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(key, str) or not all(part.isidentifier() for part in key.split(".")):
             raise OptionError(f"inductor_config key {key!r} is not a config name")
         try:
-            same = ast.literal_eval(repr(item)) == item
+            same = python_ast.literal_eval(repr(item)) == item
         except (ValueError, SyntaxError):
             same = False
         if not same:

@@ -1,0 +1,24 @@
+"""Python's own parser, one caller at a time in a process. CPython 3.11's `ast.parse` keeps the
+depth of the AST objects it is building in per-interpreter state: two threads parsing at once (a
+garbage collection running a finalizer lets the other thread in) fail with `SystemError: AST
+constructor recursion depth mismatch`. The web process parses on its request threads (is a source
+a program, a reproducer's literal, an option's value), so every parse there goes through here.
+"""
+from __future__ import annotations
+
+import ast
+import threading
+from typing import Any
+
+LOCK = threading.Lock()
+
+
+def parse(source: str, mode: str = "exec") -> ast.AST:
+    """ast.parse(source, mode=mode), holding LOCK."""
+    with LOCK:
+        return ast.parse(source, mode=mode)
+
+
+def literal_eval(text: str) -> Any:
+    """ast.literal_eval(text), its parse holding LOCK."""
+    return ast.literal_eval(parse(text.lstrip(" \t"), "eval"))
