@@ -149,6 +149,10 @@ class Pipeline:
     # irscope's own source for a trusted warm-up job that fills the toolchain cache (see
     # service/runner.py: WarmUps); None where the pipeline has nothing worth sharing.
     warmup_source: str | None = None
+    # Where languages share one toolchain cache (the kernel languages': the virtual CUDA device's
+    # library): its name and the packages it is built from, so the first warm-up builds it for all
+    # of them. None: the language's own cache, keyed by all its toolchain_packages.
+    shared_toolchain_cache: tuple[str, tuple[str, ...]] | None = None
     # Modules a spare worker imports before it is handed a job (see service/spares.py). A
     # pipeline lists them only if its environment() does not depend on the request.
     prewarm_modules: tuple[str, ...] = ()

@@ -13,6 +13,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from compiler import registry
 from compiler.model import JOB_FILE, SPARE_READY, JobFile, JobSettings, Request
 from service import sandbox
 from service.toolchain import host_fingerprint
@@ -98,7 +99,12 @@ def is_ready(job_dir: str) -> bool:
 
 
 def toolchain_cache_dir(config: RunnerConfig, language: str, versions: dict[str, str]) -> str:
-    """Where the trusted toolchain cache for this language, these versions and this host lives."""
+    """Where the trusted toolchain cache for this language, these versions and this host lives
+    (one for the languages that share it: Pipeline.shared_toolchain_cache)."""
+    shared = registry.get(language).shared_toolchain_cache if language in registry.keys() else None
+    if shared is not None:
+        language, packages = shared
+        versions = {name: version for name, version in versions.items() if name in ("irscope", "toolchain", *packages)}
     key = hashlib.sha256(json.dumps({"versions": versions, "host": host_fingerprint()},
                                     sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(config.data_dir, "toolchain", f"{language}-{key}")

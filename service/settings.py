@@ -93,7 +93,8 @@ SETTINGS: tuple[Setting, ...] = (
                                   "`toolchains/` beside the project's `.venv` (docs/toolchains.md)."),
     Setting("warm_toolchain_cache", True, "At start-up, build the toolchain cache later jobs are seeded with "
                                           "(Inductor's CPU ISA probes and the precompiled header of its kernels' "
-                                          "prelude) in a trusted warm-up (never user code): the first spare "
+                                          "prelude; the kernel languages' virtual CUDA device, one for all of "
+                                          "them) in a trusted warm-up (never user code): the first spare "
                                           "template's where there is one (the jobs that waited for it fork from "
                                           "it), else a warm-up job of the pipeline's own source; kept per "
                                           "toolchain version and host (CPU flags, C++ compiler)."),

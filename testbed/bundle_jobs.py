@@ -23,11 +23,39 @@ def run_job(language: str, source: str, options: dict[str, Any], out: str) -> No
     bundle = Bundle(os.path.join(out, "bundle"))
     error = None
     try:
-        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle))
+        cache = shared_toolchain_cache(language)
+        pipeline.run(request, JobContext(workdir=workdir, bundle=bundle, toolchain_cache=cache))
     except UserError as e:
         error = e.error.to_json()
     with open(os.path.join(out, "error.json"), "w") as f:
         json.dump(error, f)
+
+
+def shared_toolchain_cache(language: str) -> str:
+    """The toolchain cache `language` shares with others (Pipeline.shared_toolchain_cache: the
+    kernel languages' virtual CUDA device), built once per test session under a lock, by what its
+    warm-up job runs (`run` with an export directory), in IRSCOPE_TEST_TOOLCHAIN_CACHE (the test
+    session's; tests/conftest.py sets it). "" where that is unset or the language shares none."""
+    import fcntl
+
+    from compiler import registry
+    from compiler.model import Request
+    from compiler.pipeline import Bundle, JobContext
+    base = os.environ.get("IRSCOPE_TEST_TOOLCHAIN_CACHE", "")
+    pipeline = registry.get(language)
+    if not base or pipeline.shared_toolchain_cache is None:
+        return ""
+    cache = os.path.join(base, pipeline.shared_toolchain_cache[0])
+    with open(cache + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.isdir(cache):
+            work = cache + ".warm-up"
+            os.makedirs(work, exist_ok=True)
+            pipeline.run(Request(language, pipeline.warmup_source or "", {}),
+                         JobContext(workdir=work, bundle=Bundle(os.path.join(work, "bundle")),
+                                    export_toolchain_cache=os.path.join(work, "export")))
+            os.replace(os.path.join(work, "export"), cache)
+    return cache
 
 
 class Job:

@@ -18,7 +18,7 @@ import pytest
 
 from compiler import registry
 from testbed.real_servers import ROOT, Serve
-from tests.conftest import needs_bwrap, seed_toolchain_cache
+from tests.conftest import needs_bwrap, seed_kernel_toolchain_cache, seed_toolchain_cache
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download is not used
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -48,10 +48,12 @@ BROWSER_MARKS = [
 @pytest.fixture(scope="module")
 def server_data(tmp_path_factory, pytorch_toolchain_cache):
     """The server's data directory (its SQLite store is shared with the tests that write to it),
-    seeded with the session's toolchain cache, as `./run.sh serve` warms one before it serves: its
-    PyTorch jobs start warm (the cache changes nothing they compile: tests/test_pytorch_pipeline.py)."""
+    seeded with the session's toolchain caches, as `./run.sh serve` warms them before it serves: its
+    PyTorch and kernel-language jobs start warm (the cache changes nothing they compile:
+    tests/test_pytorch_pipeline.py)."""
     data = tmp_path_factory.mktemp("browser-data")
     seed_toolchain_cache(pytorch_toolchain_cache, str(data))
+    seed_kernel_toolchain_cache(str(data))  # the kernel languages' virtual CUDA device
     return data
 
 

@@ -184,6 +184,22 @@ def seed_toolchain_cache(cache: str, data_dir: str) -> str:
     return dest
 
 
+def seed_kernel_toolchain_cache(data_dir: str) -> str:
+    """The kernel languages' shared toolchain cache (the virtual CUDA device's library, built once
+    per session: testbed.bundle_jobs.shared_toolchain_cache) copied where a runner on `data_dir`
+    looks for it, so that their jobs on a virtual CUDA target start warm."""
+    import types
+
+    from service import job_process
+    from service.toolchain import toolchain
+    from testbed.bundle_jobs import shared_toolchain_cache
+    os.environ.setdefault("IRSCOPE_TEST_TOOLCHAIN_CACHE", _session_dir("irscope-test-toolchain-"))
+    dest = job_process.toolchain_cache_dir(types.SimpleNamespace(data_dir=data_dir), "triton", toolchain("triton"))
+    if not os.path.isdir(dest):
+        shutil.copytree(shared_toolchain_cache("triton"), dest)
+    return dest
+
+
 # --- compiles that run in a child process of their own --------------------------------------------
 
 @dataclass
@@ -248,6 +264,9 @@ def pytest_collection_finish(session):
     session.config.irscope_background = {}
     if session.config.option.collectonly:
         return
+    # the kernel languages' shared toolchain cache, for this session's jobs run outside a server
+    # (testbed.bundle_jobs.shared_toolchain_cache) and its apps (seed_kernel_toolchain_cache)
+    os.environ.setdefault("IRSCOPE_TEST_TOOLCHAIN_CACHE", _session_dir("irscope-test-toolchain-"))
     modules = {item.module for item in session.items}
     used = set().union(*(item.fixturenames for item in session.items)) if session.items else set()
     if ({"lesson_jobs", "first_job_after_start", "pytorch_toolchain_cache"} & used or

@@ -22,7 +22,7 @@ from service.scans import Entry, changes_between
 from service.store import Job
 from testbed.real_servers import Serve, http, until
 from tests.browser import BROWSER_MARKS
-from tests.conftest import make_app, needs_bwrap
+from tests.conftest import make_app, needs_bwrap, seed_kernel_toolchain_cache
 from tests.test_mcp import _result, over_http
 
 pytestmark = needs_bwrap
@@ -37,7 +37,9 @@ REGEX = r"\.reg \.b32\s+%r<(\d+)>"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    served = Serve(str(tmp_path_factory.mktemp("scans")), {
+    data = str(tmp_path_factory.mktemp("scans"))
+    seed_kernel_toolchain_cache(data)  # the default toolchain's Triton jobs start warm
+    served = Serve(data, {
         "languages": "triton", "workers": 2, "spare_workers": 0, "warm_toolchain_cache": False, "rate_limit": "",
         "max_jobs_per_client": 0, "poll_interval_ms": 250, "max_source_kb": 4, "mcp_compile_wait_s": 5}).start()
     yield served.base

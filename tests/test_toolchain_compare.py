@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from service import toolchain_envs
 from testbed.real_servers import Serve, http, wait_job
 from tests.browser import BROWSER_MARKS, wait_finished
-from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache
+from tests.conftest import make_app, needs_bwrap, seed_kernel_toolchain_cache, seed_toolchain_cache
 from tests.test_mcp import _result, over_http
 
 pytestmark = needs_bwrap
@@ -36,6 +36,7 @@ def served(tmp_path_factory, pytorch_toolchain_cache, torch_2_14_toolchain_cache
     data = str(tmp_path_factory.mktemp("toolchains"))
     for cache in (pytorch_toolchain_cache, torch_2_14_toolchain_cache):  # both toolchains' jobs start warm
         seed_toolchain_cache(cache, data)
+    seed_kernel_toolchain_cache(data)
     server = Serve(data, {"languages": "fake,pytorch,triton,jax", "workers": 2, "spare_workers": 0,
                           "warm_toolchain_cache": False, "poll_interval_ms": 250, "max_jobs_per_client": 0,
                           "rate_limit": "", "mcp_compile_wait_s": 5}).start()

@@ -29,6 +29,7 @@ from compiler.kernels.jit_location import jit_def_line, jit_file
 from compiler.kernels.launches import LaunchRecorder
 from compiler.kernels.resources import write_resource_table
 from compiler.kernels.stages import write_kernel_stages
+from compiler.kernels.toolchain_cache import VirtualDeviceCache
 from compiler.kernels.value_reads import stopped_at_value_reads
 from compiler.kernels.virtual_checks import VirtualChecks
 from compiler.model import Request
@@ -52,7 +53,7 @@ def target_help() -> str:
 TARGET_OPTION = Option("target", "choice", "auto", target_help(), choices=("auto", *TARGETS))
 
 
-class TritonProgramPipeline(Pipeline):
+class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
     """The run of a Triton-compiled program; a language sets its facts (key, title, example,
     markers, options) and overrides the hooks it needs."""
 
@@ -101,6 +102,8 @@ class TritonProgramPipeline(Pipeline):
             pass
 
     def run(self, request: Request, ctx: JobContext) -> None:
+        if self.exported(ctx):  # the trusted warm-up job: the cache is the virtual device's library
+            return
         from compiler import user_code
         workdir, bundle = ctx.workdir, ctx.bundle
         path = user_code.write_checked_user_file(request.source, SOURCE_NAME, workdir)
@@ -125,7 +128,10 @@ class TritonProgramPipeline(Pipeline):
         checks = VirtualChecks(path)
         with contextlib.ExitStack() as stack:
             if not execute:
-                self._install_virtual(target, ctx)
+                runtime = self._install_virtual(target, ctx)
+                if runtime is not None:
+                    target_info.update(virtual_gpu.runtime_report(runtime, ctx.toolchain_cache))
+                    bundle.timing("target", target_info)
                 stack.enter_context(checks.installed(self.check_libraries))  # checks, benchmarks: no values
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
                 stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
@@ -212,17 +218,20 @@ class TritonProgramPipeline(Pipeline):
 
     # --- what a language built on this run changes (gluon's and helion's pipelines) ---------------
 
-    def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> None:
+    def _install_virtual(self, target: GpuTarget, ctx: JobContext) -> Any:
         """Make Triton compile for the virtual `target` (its compile-only driver). A CUDA target is
         also a virtual CUDA device for PyTorch (`torch.cuda`'s queries, autograd on the device: the
         tutorials' backward passes) on which a program may load a compiled kernel itself, where the
-        toolchain is the one that device is pinned to (another toolchain's Triton: the driver alone)."""
+        toolchain is the one that device is pinned to (another toolchain's Triton: the driver alone).
+        The device's library (virtual_gpu.RuntimeBuild) where one was installed, else None."""
         from compiler.targets import virtual_gpu
         if target.is_cuda and virtual_gpu.shim_fits():
-            virtual_gpu.install_virtual_cuda(target, virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir))
+            runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, ctx.workdir)
+            virtual_gpu.install_virtual_cuda(target, runtime)
             virtual_gpu.install_program_device(target, os.path.join(ctx.workdir, SOURCE_NAME))
-        else:
-            virtual_gpu.install_compile_only_triton(target)
+            return runtime
+        virtual_gpu.install_compile_only_triton(target)
+        return None
 
     def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
         """Install what records the language's own steps while the program runs."""

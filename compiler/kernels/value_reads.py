@@ -1,4 +1,4 @@
-"""A program that reads a value of a fake tensor on a virtual GPU: stopped at that line, as a notice.
+"""A program that reads a value of a fake tensor on a virtual device: stopped at that line, as a notice.
 
 Published kernel programs print a result (`print(f"{err.item():.3f}")`), branch on one
 (`if torch.allclose(...)`, `if (a - b).abs().max() > tol`), or read one back (`.tolist()`,
@@ -18,8 +18,9 @@ import sys
 from typing import Any, Callable, Iterator
 from unittest import mock
 
-STOPPED = ("the program stopped here: it reads a value of a tensor, and on the virtual GPU tensors are fake "
-           "(shapes and dtypes, no values; nothing ran). The kernels it launched before this line were compiled")
+STOPPED = ("the program stopped here: it reads a value of a tensor, and on a virtual device tensors are fake "
+           "(shapes and dtypes, no values; nothing ran). What it compiled before this line is kept; nothing after "
+           "this line ran")
 
 
 class ValueRead(BaseException):

@@ -51,8 +51,10 @@ class VirtualChecks:
         self.notices: list[dict[str, Any]] = []
 
     def note(self, call: str, said: str, line: int | None = None) -> None:
-        """A notice at `line`, or at the user's innermost line on the stack."""
-        self.notices.append({"line": line or line_on_stack(self.path), "call": call, "said": said})
+        """A notice at `line`, or at the user's innermost line on the stack; a loop says it once."""
+        line = line or line_on_stack(self.path)
+        if not any(n["line"] == line and n["call"] == call for n in self.notices):
+            self.notices.append({"line": line, "call": call, "said": said})
 
     def text(self) -> str:
         return "".join(f"line {n['line'] or '?'}: {n['call']}: {n['said']}\n" for n in self.notices)
@@ -61,12 +63,12 @@ class VirtualChecks:
         """The notices as the job's `run.notices` stage (none: no stage), each linked to its line."""
         if not self.notices:
             return
-        bundle.add("run.notices", "Not compared, not timed", "Run", "text", self.text(),
+        bundle.add("run.notices", "Not run, not timed, not compared", "Run", "text", self.text(),
                    source_map=[[n, notice["line"]] for n, notice in enumerate(self.notices, start=1)
                                if notice["line"]],
-                   meta={"count": len(self.notices), "note": "the program's checks and benchmarks on a virtual "
-                                                             "GPU: nothing ran, so nothing was compared or "
-                                                             "timed (compiler/kernels/virtual_checks.py)"})
+                   meta={"count": len(self.notices), "note": "what the program asked of a virtual device that "
+                                                             "needs values: nothing ran, so nothing was compared "
+                                                             "or timed (compiler/kernels/virtual_checks.py)"})
 
     def stopped(self, exc: BaseException, path: str) -> bool:
         """True, with a notice at its line, when `exc` is the program reading a fake tensor's value
@@ -76,7 +78,7 @@ class VirtualChecks:
         if not is_value_read(exc):
             return False
         line = exc.line if isinstance(exc, ValueRead) else user_code.user_line(exc, path)
-        self.note(exc.what if isinstance(exc, ValueRead) else type(exc).__name__, STOPPED, line)
+        self.note(exc.what if isinstance(exc, ValueRead) else "a tensor's value read", STOPPED, line)
         return True
 
     @contextlib.contextmanager

@@ -25,6 +25,7 @@ from compiler.errors import ErrorKind
 from compiler.kernels import fake_modules
 from compiler.kernels.capture import KernelCapture
 from compiler.kernels.value_reads import is_value_read
+from compiler.kernels.virtual_checks import VirtualChecks
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError, Pipeline, UserError, lacks_release
 from compiler.pytorch import (
@@ -324,7 +325,7 @@ def _run_program_virtually(options: dict[str, Any], ctx: JobContext, path: str, 
     bundle.timing("run_mode", dict(run_mode.to_json(), program=True))
     world = virtual_world.start(options["devices"], torch) if options["devices"] > 1 else None
     capture = _Capture.start(options, ctx, path, world, gpu, run_mode, torch, logs, scheduler_estimates)
-    notices = virtual_program.Notices(path)
+    checks, modules = VirtualChecks(path), []
     mode = compile_only.fake_mode()
     bundle.progress("running your program on fake tensors; every torch.compile it calls is captured")
     started = time.perf_counter()
@@ -334,23 +335,17 @@ def _run_program_virtually(options: dict[str, Any], ctx: JobContext, path: str, 
 
     phases: dict[str, float] = {}
     with _in_world(world, path), fake_modules.convertible(), \
-            virtual_program.installed(notices, torch, gpu is not None), capture.installed(mode):
+            virtual_program.installed(checks, modules, torch, gpu is not None), capture.installed(mode):
         _, error = run_as_main(path, capture.sink, explain)
         phases["program_s"] = time.perf_counter() - started
-        stopped = error is not None and is_value_read(error.__cause__ or error)
-        if stopped:
-            notices.stopped_at(error.__cause__)
+        if error is not None and checks.stopped(error.__cause__ or error, path):
             error = None
         if capture.order is not None and error is None:
             phases["later_kernel_configs_s"] = gpu_codegen.compile_other_configs(
                 capture.order, capture.kernel_capture, ctx.workdir, ctx.settings.job_cpus)
     finishing = time.perf_counter()
-    model = notices.modules[-1] if notices.modules else None
-    entries = capture.finish("", model, options, torch)
-    if notices.items:
-        bundle.add("run.notices", "Not run, not timed, not compared", "Run", "text", notices.text(),
-                   source_map=[[n, notice["line"]] for n, notice in enumerate(notices.items, start=1)
-                               if notice["line"]])
+    entries = capture.finish("", modules[-1] if modules else None, options, torch)
+    checks.add_stage(bundle)
     phases["final_stages_s"] = time.perf_counter() - finishing
     _record_compile_timings(bundle, entries, toolchain, phases)
     _end_program(bundle, entries, error, path)

@@ -11,60 +11,33 @@ Everything Dynamo, AOTAutograd and Inductor write is the compilers' own, capture
 
 What cannot happen without values is said, never invented, each a notice at the user's line
 (the `run.notices` stage):
-- CUDA events and `torch.cuda.synchronize()` time nothing: `elapsed_time` is NaN;
-- comparisons (`torch.testing.assert_close`) are not made (compiler/kernels/virtual_checks.py);
+- CUDA events and `torch.cuda.synchronize()` time nothing: `elapsed_time` is NaN, and comparisons
+  (`torch.testing.assert_close`) are not made, as in a kernel program
+  (compiler/kernels/virtual_checks.py, whose notices these are);
 - max-autotune's benchmarking of candidate kernels needs real tensors: such a call compiles with
   Inductor's default choices, said at its line;
 - reading a tensor's value (`.item()`, `bool(t)`, `.tolist()`, a Python `if` on a tensor) ends
-  the program there: every compile it made before is kept and the job is done, with a notice
-  naming the line.
+  the program there (compiler/kernels/value_reads.py): every compile it made before is kept and
+  the job is done, with a notice naming the line.
 """
 from __future__ import annotations
 
 import contextlib
-import math
-from dataclasses import dataclass, field
 from typing import Any, Iterator
 from unittest import mock
 
-from compiler.user_code import line_on_stack, user_line
+from compiler.kernels.virtual_checks import VirtualChecks
 
-NOT_TIMED = ("not timed: nothing runs on a virtual GPU (its tensors are fake: shapes and dtypes, no values); "
-             "elapsed_time returns NaN")
 NOT_AUTOTUNED = ("max-autotune benchmarks candidate kernels on real tensors, and a virtual GPU runs nothing: this "
                  "call compiled with Inductor's default kernel choices (mode=None), every stage otherwise as asked")
-STOPPED = ("the program read a tensor's value here, and on a virtual device its tensors are fake (shapes, no "
-           "values), so it ended at this line: every torch.compile it made before is captured, and nothing after "
-           "this line ran")
-
-
-@dataclass
-class Notices:
-    """What the program asked for that a virtual device cannot do, each at the user's line."""
-
-    path: str
-    items: list[dict[str, Any]] = field(default_factory=list)
-    modules: list[Any] = field(default_factory=list)  # the nn.Modules the program compiled, in order
-
-    def note(self, call: str, said: str, line: int | None = None) -> None:
-        line = line if line is not None else line_on_stack(self.path)
-        if not any(n["line"] == line and n["call"] == call for n in self.items):  # a loop says it once
-            self.items.append({"line": line, "call": call, "said": said})
-
-    def text(self) -> str:
-        return "".join(f"line {n['line'] or '?'}: {n['call']}: {n['said']}\n" for n in self.items)
-
-    def stopped_at(self, exc: BaseException) -> int | None:
-        """Record where a program that read a fake tensor's value ended; its line."""
-        line = user_line(exc, self.path)
-        self.note("a tensor's value read", STOPPED, line)
-        return line
 
 
 @contextlib.contextmanager
-def installed(notices: Notices, torch: Any, virtual_gpu: bool) -> Iterator[Notices]:
-    """While the program runs: its Inductor compiles compile-only; on a virtual GPU, CUDA timing
-    answered without a time and rank 0's set_device accepted; comparisons not made; each a notice."""
+def installed(checks: VirtualChecks, modules: list[Any], torch: Any, virtual_gpu: bool) -> Iterator[None]:
+    """While the program runs: its Inductor compiles compile-only, each nn.Module it compiles
+    appended to `modules`; comparisons not made and CUDA events timing nothing (`checks`); on a
+    virtual GPU, `synchronize` waiting for nothing and rank 0's set_device accepted; each a notice
+    in `checks`."""
     from compiler.pytorch import compile_only
 
     original_compile = torch.compile
@@ -75,55 +48,26 @@ def installed(notices: Notices, torch: Any, virtual_gpu: bool) -> Iterator[Notic
         if kwargs.get("backend", "inductor") == "inductor":  # torch.compile's arguments are keywords
             mode, options = kwargs.pop("mode", None), kwargs.pop("options", None)
             if mode is not None and str(mode).startswith("max-autotune"):
-                notices.note(f"torch.compile(mode={mode!r})", NOT_AUTOTUNED)
+                checks.note(f"torch.compile(mode={mode!r})", NOT_AUTOTUNED)
                 mode = None
             kwargs["backend"] = compile_only.inductor_backend(mode, options, kwargs.get("dynamic"))
         owner = getattr(model, "__self__", model)  # module.compile() compiles its bound _call_impl
         if isinstance(owner, torch.nn.Module):
-            notices.modules.append(owner)
+            modules.append(owner)
         return original_compile(model, *args, **kwargs)
 
-    class Event:
-        """torch.cuda.Event on a virtual GPU: records nothing, times nothing."""
-
-        def __init__(self, *args: Any, **kwargs: Any):
-            pass
-
-        def record(self, stream: Any = None) -> None:
-            pass
-
-        def synchronize(self) -> None:
-            pass
-
-        def wait(self, stream: Any = None) -> None:
-            pass
-
-        def query(self) -> bool:
-            return True
-
-        def elapsed_time(self, end: Any) -> float:
-            notices.note("torch.cuda.Event.elapsed_time", NOT_TIMED)
-            return math.nan
-
     def synchronize(device: Any = None) -> None:
-        notices.note("torch.cuda.synchronize", "nothing to wait for: nothing runs on a virtual GPU")
+        checks.note("torch.cuda.synchronize", "nothing to wait for: nothing runs on a virtual GPU")
 
     def set_device(device: Any) -> None:
         # rank 0's device (LOCAL_RANK 0) is the virtual GPU's one device, already current
         pass
 
-    from compiler.kernels.virtual_checks import VirtualChecks
-    checks = VirtualChecks(notices.path)
     patches = [(torch, "compile", compile)]
     if virtual_gpu:
-        patches += [(torch.cuda, "Event", Event), (torch.cuda, "synchronize", synchronize),
-                    (torch.cuda, "set_device", set_device)]
+        patches += [(torch.cuda, "synchronize", synchronize), (torch.cuda, "set_device", set_device)]
     with contextlib.ExitStack() as stack:
         for owner, name, value in patches:
             stack.enter_context(mock.patch.object(owner, name, value))
         stack.enter_context(checks.installed())
-        try:
-            yield notices
-        finally:
-            for item in checks.notices:
-                notices.note(item["call"], item["said"], item["line"])
+        yield

@@ -322,6 +322,22 @@ RUNTIME_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "virtu
 
 RUNTIME_CACHE_DIR = "virtual_cuda"  # in the toolchain cache: the library the trusted warm-up built
 
+# The toolchain warm-up of a language whose cache is this library alone (the kernel languages': a
+# CUDA target's job installs the virtual device, or its CUDA hooks, to run the program on fake
+# tensors). Its warm-up job runs none of it (`export_runtime`); the text says what the job was.
+RUNTIME_WARM_UP = ("# irscope's toolchain warm-up: builds the virtual CUDA device's C++ half "
+                   "(compiler/targets/virtual_cuda.cpp)\n# into the toolchain cache every later job of this "
+                   "language loads it from; nothing here runs\n")
+
+
+def export_runtime(export: str) -> None:
+    """The warm-up job of a language whose toolchain cache is this library (RUNTIME_WARM_UP): build
+    it into `export`, where the toolchain (shim_fits) takes the virtual device; an empty cache
+    otherwise (that toolchain's jobs use the compile-only driver alone)."""
+    os.makedirs(export, exist_ok=True)
+    if shim_fits():
+        RuntimeBuild(os.path.join(export, RUNTIME_CACHE_DIR)).wait()
+
 
 class RuntimeBuild:
     """The C++ half of the virtual CUDA device (virtual_cuda.cpp: CUDA hooks and a device guard),
@@ -365,6 +381,13 @@ def library_path(directory: str) -> str:
         source = f.read()
     key = hashlib.sha256(source + _torch_package_dir().encode()).hexdigest()[:16]
     return os.path.join(directory, f"virtual_cuda-{key}.so")
+
+
+def runtime_report(runtime: RuntimeBuild, toolchain_cache: str) -> dict[str, Any]:
+    """Where a job's library came from, for its `target` timing: the toolchain cache, or a build
+    (this job's, or its spare's before the job arrived) and the seconds the job waited for it."""
+    cached = bool(toolchain_cache) and runtime.path.startswith(os.path.join(toolchain_cache, ""))
+    return {"virtual_device_from_toolchain_cache": cached, "virtual_device_build_s": runtime.seconds}
 
 
 def runtime_for_job(toolchain_cache: str, workdir: str) -> RuntimeBuild:
