@@ -386,10 +386,26 @@
       focusedKey = bar && bar.contains(focused) ? (focused.dataset.key || focused.value || null) : null;
     }
   });
+  function revealStageTop(pane) {
+    // A stage opened while the window was scrolled down (a row far down the kernels table): its
+    // first line goes just under the sticky stage bar, never left above the window.
+    var bar = tabBar();
+    var gap = pane.getBoundingClientRect().top - (bar ? Math.max(0, bar.getBoundingClientRect().bottom) : 0);
+    if (gap >= 0) { return; }
+    for (var el = pane.parentElement; el && el !== document.body; el = el.parentElement) {
+      var overflow = getComputedStyle(el).overflowY;
+      if (el.scrollHeight > el.clientHeight && (overflow === "auto" || overflow === "scroll")) {
+        el.scrollTop += gap;
+        return;
+      }
+    }
+    window.scrollBy(0, gap);
+  }
   document.body.addEventListener("htmx:afterSettle", function (e) {
     var target = e.detail.target;
     var results = target && target.id === "results";
     if (results) { opened = false; activeKey = null; errorLine = -1; wanted = null; }
+    if (target && target.id === "pane") { revealStageTop(target); }
     refresh(results || !!(target && target.closest && target.closest(".pane")));
     if (focusedKey && (document.activeElement === document.body || !document.activeElement)) {
       // a group that became a list took the focused tab with it: give the focus to the list

@@ -11,6 +11,7 @@ lesson opens from the store; one failing job is compiled here.
 """
 from __future__ import annotations
 
+import json
 import re
 import site
 import sys
@@ -20,7 +21,7 @@ import pytest
 
 from app import lessons
 from testbed.real_servers import ROOT
-from tests.browser import BROWSER_MARKS, compile_in_page, set_editor, wait_finished
+from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, set_editor, wait_finished
 
 pytestmark = BROWSER_MARKS
 
@@ -44,6 +45,44 @@ class Head(nn.Module):
 
 model = Head()
 example_inputs = (torch.randn(4, 64),)
+'''
+
+# A small MLP trained on a virtual H100, as someone would try Inductor's GPU kernels: with its
+# backward, a score of kernels (names of 90 characters and more) and more configs, and about 200
+# kernel stages: the many-kernels page the issue met (41 kernel stages in one list, names cut off).
+TRAINED_MLP = '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, hidden)
+        self.down = nn.Linear(hidden, dim)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.down(F.gelu(self.up(self.norm(x)))))
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int = 256, hidden: int = 1024, classes: int = 10, depth: int = 2):
+        super().__init__()
+        self.embed = nn.Linear(64, dim)
+        self.blocks = nn.ModuleList(Block(dim, hidden) for _ in range(depth))
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        h = F.silu(self.embed(x))
+        for block in self.blocks:
+            h = block(h)
+        return F.log_softmax(self.head(h), dim=-1)
+
+
+model = MLP()
+example_inputs = (torch.randn(128, 64),)
 '''
 
 CM = "document.querySelector('.CodeMirror').CodeMirror"
@@ -260,6 +299,51 @@ def test_kernels_are_one_sortable_table_that_tells_kernels_from_configs(watched)
     glance = page.inner_text("#results .glance")
     configs = f" ({rows.count()} configs)" if len(kernels) < rows.count() else ""
     assert f"{len(kernels)} kernel{'s' if len(kernels) > 1 else ''}{configs}" in glance, glance
+
+
+def test_many_kernels_are_navigated_from_their_table_with_every_name_whole(sized):
+    """A trained MLP on sm_90 (about 20 kernel configs, 200 kernel stages): the Kernels group opens
+    on the table of every kernel, each name readable whole, kernels told from configs; a row opens
+    that kernel's stages, its kernel picked in the picker, the stage on the first screen; at 1500 px
+    and at 800 px (the second compile is answered from the store)."""
+    page, _ = sized
+    page.goto("/?language=pytorch")
+    set_editor(page, TRAINED_MLP)
+    page.click(".options-menu summary")
+    page.select_option("#opt-target", "cuda:sm_90")
+    page.check("#opt-training")
+    page.click("#compile")
+    assert wait_finished(page) == "done"
+    job_id = page.get_attribute("#job-bar", "data-job")
+    open_stage(page, "kernels.resources")
+    table = json.loads(raw_stage(page, job_id, "kernels.resources")["text"])["kernels"]
+    names = [k["kernel"] for k in table]
+    kernels = {re.sub(r"\.\d+$", "", n) for n in names}
+    assert len(names) >= 16 and len(kernels) < len(names) and max(map(len, names)) >= 90, names
+    rows = page.locator("#pane .resources-table tbody tr")
+    assert rows.count() == len(names)
+    summary = page.inner_text("#pane .resources-summary")
+    assert summary.startswith(f"{len(kernels)} kernels in {len(names)} compiled configs") and "config N" in summary
+    # every name whole: its link is as wide as its text (wrapped, never cut), inside the pane's scroller
+    longest = max(names, key=len)
+    link = page.locator(f'#pane .resources-table tr[data-kernel="{longest}"] td:first-child a')
+    assert link.evaluate("a => a.scrollWidth <= a.clientWidth + 1 || getComputedStyle(a).display === 'inline'")
+    assert link.inner_text() == longest
+    # the picker of the kernels' stages lists every config by its whole name
+    picker = page.locator('#results .stage-tabs .group:has([role=tab][data-key^="triton.ptx:"]) .kernel-select')
+    listed = picker.locator("option").evaluate_all("os => os.map(o => o.textContent.trim())")
+    assert sorted(listed) == sorted(names), listed
+    box = picker.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= page.viewport_size["width"] + 1
+    # a row opens that kernel: its stage in the pane, its kernel picked, then its PTX is one tab away
+    link.scroll_into_view_if_needed()
+    link.click()
+    stage = next(k["stage"] for k in table if k["kernel"] == longest)
+    page.wait_for_selector(f'#pane .artifact[data-key="{stage}"]')
+    assert picker.input_value() == longest
+    open_stage(page, f"triton.ptx:{longest}")
+    assert ".target sm_90a" in page.inner_text("#pane .artifact-body")
+    on_first_screen(page, "#pane .artifact-body .ln")
 
 
 @pytest.mark.parametrize("slug", ["triton-registers-spills-occupancy", "helion-two-configs"])
