@@ -10,6 +10,7 @@ pin the fixes the corpus needed (each named after what was wrong before).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from urllib.parse import quote
@@ -218,6 +219,22 @@ def test_tensor_parallel_training_shards_and_stops_at_the_loss_read(jobs):
     keys = _done(jobs, name)
     assert "distributed.placements" in keys and any(k.startswith("triton.ptx:") for k in keys)
     assert any(k.endswith(".backward") and k.startswith("inductor.output_code:") for k in keys)
+    source = JOBS[name][1].splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "loss.item()" in text)
+    assert f"line {line}: a tensor's value read" in jobs.text(name, "run.notices")
+
+
+def test_fsdp2_on_a_virtual_gpu_takes_its_streams_and_gathers_each_block(jobs):
+    """FSDP2 on GPUs (nccl, `.cuda()`, each block sharded): its all-gather and reduce-scatter
+    streams are the virtual GPU's one stream (before: "torch.cuda.Stream requires CUDA support" at
+    the first forward). Forward and backward compile, its eager collectives are recorded, and the
+    loss read ends the program."""
+    name = "distributed/fsdp2_train_gpu"
+    keys = _done(jobs, name)
+    assert any(k.startswith("inductor.output_code:") and k.endswith(".backward") for k in keys), keys
+    graphs = json.loads(jobs.stage(name, "distributed.collectives")["text"])["graphs"]
+    eager = [c["op"] for g in graphs if g["compile_id"] == "eager" for c in g["collectives"]]
+    assert any("all_gather" in op for op in eager) and any("reduce_scatter" in op for op in eager), eager
     source = JOBS[name][1].splitlines()
     line = next(n for n, text in enumerate(source, 1) if "loss.item()" in text)
     assert f"line {line}: a tensor's value read" in jobs.text(name, "run.notices")

@@ -65,7 +65,9 @@ def installed(checks: VirtualChecks, modules: list[Any], torch: Any, virtual_gpu
 
     patches = [(torch, "compile", compile)]
     if virtual_gpu:
+        from compiler.targets.virtual_gpu import STREAMS
         patches += [(torch.cuda, "synchronize", synchronize), (torch.cuda, "set_device", set_device)]
+        patches += [(torch.cuda, name, value) for name, value in STREAMS.items()]  # FSDP2's streams
     with contextlib.ExitStack() as stack:
         for owner, name, value in patches:
             stack.enter_context(mock.patch.object(owner, name, value))

@@ -301,13 +301,21 @@ def install_program_cuda(target: GpuTarget, program: str) -> None:
     def is_available() -> bool:
         return sys._getframe(1).f_code.co_filename == program or cpu_build_answer()
     _install_torch_cuda_queries(target)
-    torch.cuda.Stream = VirtualStream  # type: ignore[misc, assignment]
-    torch.cuda.current_stream = lambda device=None: VirtualStream()
-    torch.cuda.default_stream = lambda device=None: VirtualStream()
-    torch.cuda.set_stream = lambda stream: None
-    torch.cuda.stream = lambda stream=None: contextlib.nullcontext(stream)
+    for name, value in STREAMS.items():
+        setattr(torch.cuda, name, value)
     torch.cuda.set_device = lambda device: None
     torch.cuda.is_available = is_available
+
+
+# torch.cuda's streams on a virtual GPU: its one stream, on which nothing runs (a program's own
+# streams, FSDP2's all-gather and reduce-scatter streams)
+STREAMS: dict[str, Any] = {
+    "Stream": VirtualStream,
+    "current_stream": lambda device=None: VirtualStream(),
+    "default_stream": lambda device=None: VirtualStream(),
+    "set_stream": lambda stream: None,
+    "stream": lambda stream=None: contextlib.nullcontext(stream),
+}
 
 
 def _sm_limits() -> dict[int, Any]:
