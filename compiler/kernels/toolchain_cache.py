@@ -1,11 +1,11 @@
 """The kernel languages' toolchain cache (Triton, Gluon, Helion, CuTe DSL): the virtual CUDA
 device's C++ half alone (compiler/targets/virtual_cuda.cpp, built by g++ against torch's headers:
 a job waits 2.3-2.5 s for it on a quiet 2-core host, 10 s and more while other jobs compile).
-Without it every job on a virtual CUDA target, and every spare, builds its own. A trusted warm-up job builds it once per torch, toolchain and host at start-up, for every
-kernel language at once (Pipeline.shared_toolchain_cache; service/toolchain_cache.py), running none
-of its source; later jobs and spares load it from the cache (virtual_gpu.runtime_for_job). A job
-never waits for the warm-up: one that arrives before the cache exists builds its own library, as
-it would without one.
+Without it every job on a virtual CUDA target, and every spare, builds its own. A trusted warm-up
+job builds it once per torch, toolchain and host at start-up, for every kernel language at once
+(Pipeline.shared_toolchain_cache; service/toolchain_cache.py), running none of its source; later
+jobs and spares load it from the cache (virtual_gpu.runtime_for_job). A job never waits for the
+warm-up: one that arrives before the cache exists builds its own library, as it would without one.
 """
 from __future__ import annotations
 
