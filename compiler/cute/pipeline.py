@@ -129,7 +129,7 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
                 # .cuda() and the device's factory calls on fake tensors, torch.cuda as the examples ask it
                 runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, workdir)
                 virtual_gpu.install_cuda_hooks(runtime)
-                target_info.update(virtual_gpu.runtime_report(runtime, ctx.toolchain_cache))
+                target_info.update(runtime.report())
                 bundle.timing("target", target_info)
                 virtual_gpu.install_program_cuda(target, path)
                 stack.enter_context(_no_cuda_context())

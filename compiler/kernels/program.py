@@ -130,7 +130,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
             if not execute:
                 runtime = self._install_virtual(target, ctx)
                 if runtime is not None:
-                    target_info.update(virtual_gpu.runtime_report(runtime, ctx.toolchain_cache))
+                    target_info.update(runtime.report())
                     bundle.timing("target", target_info)
                 stack.enter_context(checks.installed(self.check_libraries))  # checks, benchmarks: no values
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there

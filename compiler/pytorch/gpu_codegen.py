@@ -73,8 +73,7 @@ def install(gpu: GpuTarget, runtime: Any, bundle: Bundle) -> None:
     target, build, seconds = _installed
     info = describe_target(gpu, executed=False, real=None)
     info["notes"] = list(virtual_gpu.FIDELITY_NOTES)
-    info["virtual_device_build_s"] = build.seconds
-    info["virtual_device_from_toolchain_cache"] = build.prebuilt
+    info.update(build.report())
     info["virtual_device_install_s"] = round(seconds, 3)
     info["virtual_device_installed_by"] = "the spare worker, before its warm-up" if by_spare else "this job"
     bundle.timing("target", info)

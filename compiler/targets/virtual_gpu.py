@@ -354,8 +354,9 @@ class RuntimeBuild:
     It depends on nothing but that source and the installed torch: the trusted toolchain warm-up
     builds it once into the toolchain cache, and a job finds it there (`runtime_for_job`)."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, from_toolchain_cache: bool = False):
         self.path = library_path(directory)
+        self.from_toolchain_cache = from_toolchain_cache
         torch_dir = _torch_package_dir()
         self.started = time.perf_counter()
         self.seconds = 0.0
@@ -369,6 +370,12 @@ class RuntimeBuild:
                    "-I", os.path.join(torch_dir, "include"), RUNTIME_SOURCE, "-L", lib, "-lc10", "-ltorch_cpu",
                    f"-Wl,-rpath,{lib}", "-o", self.path]
         self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=directory)
+
+    def report(self) -> dict[str, Any]:
+        """Where the library came from, for a job's `target` timing: the toolchain cache, or a build
+        (the job's own, or its spare's before the job arrived), and the seconds the job waited."""
+        return {"virtual_device_from_toolchain_cache": self.from_toolchain_cache,
+                "virtual_device_build_s": self.seconds}
 
     def wait(self) -> str:
         """The library's path once it is built; RuntimeError with g++'s output when it fails."""
@@ -391,19 +398,12 @@ def library_path(directory: str) -> str:
     return os.path.join(directory, f"virtual_cuda-{key}.so")
 
 
-def runtime_report(runtime: RuntimeBuild, toolchain_cache: str) -> dict[str, Any]:
-    """Where a job's library came from, for its `target` timing: the toolchain cache, or a build
-    (this job's, or its spare's before the job arrived) and the seconds the job waited for it."""
-    cached = bool(toolchain_cache) and runtime.path.startswith(os.path.join(toolchain_cache, ""))
-    return {"virtual_device_from_toolchain_cache": cached, "virtual_device_build_s": runtime.seconds}
-
-
 def runtime_for_job(toolchain_cache: str, workdir: str) -> RuntimeBuild:
     """The toolchain cache's library when the warm-up built it (read-only there), else a build of
     the job's own in its work directory."""
     cached = os.path.join(toolchain_cache, RUNTIME_CACHE_DIR) if toolchain_cache else ""
     if cached and os.path.exists(library_path(cached)):
-        return RuntimeBuild(cached)
+        return RuntimeBuild(cached, from_toolchain_cache=True)
     return RuntimeBuild(os.path.join(workdir, "virtual-cuda"))
 
 
