@@ -246,3 +246,62 @@ def test_spread_stops_its_helpers_when_this_processs_own_unit_fails(tmp_path):
     for pid in helpers:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # killed and reaped
+
+
+_DUMPS_BOTH_WAYS = r'''
+import json, os, sys
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from compiler.kernels import dump_stream
+from compiler.kernels.capture import KernelCapture
+
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+def writes():  # write(2) calls this process made so far
+    with open("/proc/self/io") as f:
+        return int(f.read().split("syscw: ")[1].split()[0])
+
+stream, out = dump_stream.available, {}
+for mode in ("stderr", "stream"):  # stderr first: it needs MLIR_DUMP_PATH unset, as Triton starts
+    dump_stream.available = stream if mode == "stream" else (lambda dump_dir: False)
+    capture = KernelCapture(os.path.join(sys.argv[1], mode))
+    knobs.cache.dir = os.path.join(sys.argv[1], mode, "cache")
+    before = writes()
+    with capture.installed():
+        triton.compile(ASTSource(scale, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128}),
+                       target=GPUTarget("cuda", 90, 32))
+    record = capture.ordered()[0]
+    out[mode] = {"writes": writes() - before,
+                 "dumps": {ext: open(path).read() for ext, path in record.dump_paths.items()}}
+json.dump(out, open(os.path.join(sys.argv[1], "out.json"), "w"))
+'''
+
+
+def test_pass_dumps_go_through_tritons_buffered_stream_and_read_as_they_did_on_stderr(tmp_path):
+    """compiler/kernels/dump_stream.py: one kernel compiled (sm_90, compile-only) with its per-pass
+    dumps on unbuffered stderr, then through Triton's MLIR_DUMP_PATH stream pointed at each stage's
+    file: every stage's file is the same text, with no byte of the flushes in it, and the
+    compile's write calls fall from one per printed token (tens of thousands) to under 200."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "both_ways.py"  # a file: @triton.jit reads the kernel's source from it
+    script.write_text(_DUMPS_BOTH_WAYS)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    stderr, stream = out["stderr"], out["stream"]
+    assert sorted(stream["dumps"]) == ["llir", "ttgir", "ttir"]
+    for ext, text in stream["dumps"].items():
+        assert text == stderr["dumps"][ext], ext
+        assert text.startswith("// -----// IR Dump Before ") and "irscope.flush" not in text and "xxxxxxxx" not in text
+        assert len(mlir_passes.parse_dumps(text)) > 5, ext
+    assert stderr["writes"] > 20_000 and stream["writes"] < 200, (stderr["writes"], stream["writes"])

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from compiler.kernels import dump_stream
 from compiler.kernels.jit_location import jit_def_line, jit_file
 
 # Triton's stages that run MLIR pass managers, in order; their per-pass dumps make `triton.passes`.
@@ -59,9 +60,8 @@ class KernelCapture:
         self.records: dict[str, CompiledRecord] = {}
         self.on_compiled = on_compiled  # called with each record as its compilation ends
         os.makedirs(dump_dir, exist_ok=True)
-        # Triton prints the dumps to llvm::dbgs() (unbuffered stderr) unless MLIR_DUMP_PATH names a
-        # file, which it opens once per process and buffers, so stage boundaries would blur.
-        os.environ.pop("MLIR_DUMP_PATH", None)
+        # Triton prints the dumps through its buffered MLIR_DUMP_PATH stream, split by stage
+        # (compiler/kernels/dump_stream.py), or to stderr where a Triton has none.
         os.environ["MLIR_ENABLE_DUMP"] = "1"
 
     def adopt(self, record: CompiledRecord) -> None:
@@ -85,12 +85,19 @@ class KernelCapture:
             if ext in MLIR_STAGES:
                 path = os.path.join(self.dump_dir, f"{record.hash[:16]}.{ext}.passes.mlir")
                 record.dump_paths[ext] = path
-                with _stderr_to(path) as failed:
+                if dump_stream.available(self.dump_dir):
+                    dump_stream.begin(path)
                     try:
                         result = stage_fn(src, metadata)
-                    except BaseException:
-                        failed.append(True)
-                        raise
+                    finally:
+                        dump_stream.end(path)
+                else:
+                    with _stderr_to(path) as failed:
+                        try:
+                            result = stage_fn(src, metadata)
+                        except BaseException:
+                            failed.append(True)
+                            raise
                 # ttir/ttgir return the module they ran on; llir translates `src` to LLVM after its
                 # pass manager ran on it in place, so `src` now holds the last MLIR of the stage.
                 final = src if ext == "llir" else result
