@@ -2,8 +2,8 @@
 serve` process (testbed/real_servers.py), every page under a strict Content-Security-Policy (no
 'unsafe-inline', no 'unsafe-eval'), every console error and CSP violation failing the test that
 caused it; and the helpers that act on the IDE as a user does. Its fixtures reach every test
-module through conftest.py (`pytest_plugins`): one browser per session, one server per module
-(a module overrides `server_data` to serve another store), screenshots in a temporary directory,
+module through conftest.py (`pytest_plugins`): one browser per session, one server per data
+directory (a module overrides `server_data` to serve another store), screenshots in a temporary directory,
 or in docs/screenshots with IRSCOPE_TEST_SCREENSHOTS=1 (how the README's pictures are taken).
 
 Nothing here waits a fixed time: every wait is for something the page shows.
@@ -44,25 +44,37 @@ BROWSER_MARKS = [
 ]
 
 
-# --- one browser, a server per module ---------------------------------------------------------------
-@pytest.fixture(scope="module")
+# --- one browser, one server per data directory -----------------------------------------------------
+@pytest.fixture(scope="session")
 def server_data(tmp_path_factory, pytorch_toolchain_cache):
     """The server's data directory (its SQLite store is shared with the tests that write to it),
     seeded with the session's toolchain caches, as `./run.sh serve` warms them before it serves: its
     PyTorch and kernel-language jobs start warm (the cache changes nothing they compile:
-    tests/test_pytorch_pipeline.py)."""
+    tests/test_pytorch_pipeline.py). One for the session: the modules that serve it share its
+    server and the jobs it compiled, as a class shares one; a module overrides it to serve
+    another store."""
     data = tmp_path_factory.mktemp("browser-data")
     seed_toolchain_cache(pytorch_toolchain_cache, str(data))
     seed_kernel_toolchain_cache(str(data))  # the kernel languages' virtual CUDA device
     return data
 
 
+@pytest.fixture(scope="session")
+def _servers():
+    """The `irscope serve` process of each data directory a module served, until the session ends."""
+    served: dict[str, Serve] = {}
+    yield served
+    for one in served.values():
+        one.stop()
+
+
 @pytest.fixture(scope="module")
-def server(server_data):
-    served = Serve(str(server_data), {"languages": ",".join(LANGUAGES), "workers": 2, "spare_workers": 0,
-                                      "warm_toolchain_cache": False, "poll_interval_ms": 250}).start()
-    yield served.base
-    served.stop()
+def server(server_data, _servers):
+    key = str(server_data)
+    if key not in _servers:
+        _servers[key] = Serve(key, {"languages": ",".join(LANGUAGES), "workers": 2, "spare_workers": 0,
+                                    "warm_toolchain_cache": False, "poll_interval_ms": 250}).start()
+    return _servers[key].base
 
 
 @pytest.fixture(scope="session")
