@@ -14,7 +14,8 @@ it by the file's block size, and nothing lets Python flush it. So here:
 - the stage's file then holds the tail of the previous flush's dump, the stage's dumps, and the
   head of this flush's dump; `_tidy` keeps the stage's dumps alone.
 
-A Triton that prints elsewhere (no stream opens) is left to print on stderr (`available` False).
+A Triton that prints elsewhere (no stream opens, or some of its dumps bypass it) is left to print
+on stderr (`available` False).
 The descriptor is found once per process and stays the same in processes forked from it
 (compiler/kernels/parallel.py), each of which then points it at files of its own.
 """
@@ -33,6 +34,8 @@ _state: dict = {}  # this process's stream: {"fd", "context", "module"}; {"fd": 
 def available(dump_dir: str) -> bool:
     """Open Triton's dump stream in this process (at `dump_dir`/stream.mlir, unless an earlier
     capture opened it) and say whether its dumps can be split by stage."""
+    if "fd" not in _state and _pipeliner_prints_on_stderr():
+        _state["fd"] = None
     if "fd" not in _state:
         path = os.path.join(dump_dir, "stream.mlir")
         os.environ["MLIR_DUMP_PATH"] = path
@@ -46,6 +49,15 @@ def available(dump_dir: str) -> bool:
         else:
             _aside()
     return _state["fd"] is not None
+
+
+def _pipeliner_prints_on_stderr() -> bool:
+    """Triton 3.7 and older print the software pipeliner's own dumps ("SoftwarePipeliner internal
+    IR Dump After: LowerLoops") to llvm::dbgs(), not to the stream: there the stages keep stderr,
+    where every dump lands in the order printed."""
+    import triton
+    major, minor = (int(part) for part in triton.__version__.split(".")[:2])
+    return (major, minor) < (3, 8)
 
 
 def begin(path: str) -> None:
