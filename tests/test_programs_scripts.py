@@ -240,10 +240,17 @@ def test_fsdp2_on_a_virtual_gpu_takes_its_streams_and_gathers_each_block(jobs):
     assert f"line {line}: a tensor's value read" in jobs.text(name, "run.notices")
 
 
-def test_sequence_parallel_gathers_and_scatters_the_sequence(jobs):
-    value = jobs.stage("distributed/sp_norm_block", "distributed.collectives")
-    text = str(value)
+def test_sequence_parallel_training_gathers_and_scatters_the_sequence(jobs):
+    """PyTorch's examples' habits: a GPU-count guard at import, the mesh started by
+    init_device_mesh alone, a rank-0 logger, AdamW, and the loss logged with `.item()`."""
+    name = "distributed/sequence_parallel_train"
+    keys = _done(jobs, name)
+    assert "inductor.output_code:0/0.backward" in keys
+    text = str(jobs.stage(name, "distributed.collectives"))
     assert "all_gather_into_tensor" in text and "reduce_scatter_tensor" in text
+    source = JOBS[name][1].splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "loss.item()" in text)
+    assert f"line {line}: a tensor's value read" in jobs.text(name, "run.notices")
 
 
 # --- kernelbench: Model / get_inputs / get_init_inputs with einops ---------------------------
