@@ -9,8 +9,8 @@ it by the file's block size, and nothing lets Python flush it. So here:
 
 - the stream's file descriptor is pointed (dup2) at the stage's own file when the stage starts;
 - when the stage ends, a pass manager with dumps on runs over a module whose dump is longer than
-  two buffers (FLUSH_PAD): everything before it leaves the buffer, and what stays buffered is that
-  dump's tail;
+  two buffers (`_pad`: three blocks of the dump directory's file system): everything before it
+  leaves the buffer, and what stays buffered is that dump's tail;
 - the stage's file then holds the tail of the previous flush's dump, the stage's dumps, and the
   head of this flush's dump; `_tidy` keeps the stage's dumps alone.
 
@@ -25,7 +25,6 @@ import os
 
 HEADER = "// -----//"  # every dump starts with it ("// -----// IR Dump Before ...")
 MARK = "irscope.flush"  # the flush module's attribute
-FLUSH_PAD = 3 * 4096  # the attribute's length: over two buffers of a 4 KiB-block file system
 _FLUSH_LINE = f"module attributes {{{MARK} = \""
 
 _state: dict = {}  # this process's stream: {"fd", "context", "module"}; {"fd": None} when none
@@ -71,6 +70,9 @@ def end(path: str) -> None:
     _aside()  # the flush's tail, and what the stream holds at exit, go nowhere
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
+    if "\n" + _FLUSH_LINE not in text:  # the flush did not reach the file: a buffer bigger than
+        _state["fd"] = None              # its dump; the next stages print on stderr again
+        os.environ.pop("MLIR_DUMP_PATH", None)
     with open(path, "w", encoding="utf-8") as f:
         f.write(_tidy(text))
 
@@ -103,12 +105,22 @@ def _flush() -> None:
         ir.load_dialects(context)
         source = os.path.join(os.path.dirname(os.environ.get("MLIR_DUMP_PATH") or "."), "flush.mlir")
         with open(source, "w") as f:
-            f.write(f'{_FLUSH_LINE}{"x" * FLUSH_PAD}"}} {{\n}}\n')
+            f.write(f'{_FLUSH_LINE}{"x" * _pad(os.path.dirname(source))}"}} {{\n}}\n')
         _state["context"], _state["module"] = context, ir.parse_mlir_module(source, context)
     pm = ir.pass_manager(_state["context"])
     pm.enable_debug()
     passes.common.add_canonicalizer(pm)
     pm.run(_state["module"], "irscope_flush")
+
+
+def _pad(directory: str) -> int:
+    """The flush attribute's length: three blocks of the file system the stream's file is on
+    (raw_fd_ostream buffers one block, its st_blksize), at least 12 KiB."""
+    try:
+        block = os.stat(directory).st_blksize
+    except OSError:
+        block = 4096
+    return 3 * max(block, 4096)
 
 
 def _fds() -> list[int]:
