@@ -39,6 +39,7 @@ def available(dump_dir: str) -> bool:
         path = os.path.join(dump_dir, "stream.mlir")
         os.environ["MLIR_DUMP_PATH"] = path
         try:
+            _state["context"], _state["module"] = _flush_module(dump_dir)
             _flush()
             _state["fd"] = next((fd for fd in _fds() if _target(fd) == os.path.realpath(path)), None)
         except Exception:  # noqa: BLE001 - an old Triton without the bindings: stderr, as before
@@ -98,15 +99,19 @@ def _tidy(text: str) -> str:
     return text[start:]
 
 
+def _flush_module(dump_dir: str) -> tuple:
+    """The module whose dump pushes the stream's buffer out, and its context."""
+    from triton._C.libtriton import ir
+    context = ir.context()
+    ir.load_dialects(context)
+    source = os.path.join(dump_dir, "flush.mlir")
+    with open(source, "w") as f:
+        f.write(f'{_FLUSH_LINE}{"x" * _pad(dump_dir)}"}} {{\n}}\n')
+    return context, ir.parse_mlir_module(source, context)
+
+
 def _flush() -> None:
     from triton._C.libtriton import ir, passes
-    if "module" not in _state:
-        context = ir.context()
-        ir.load_dialects(context)
-        source = os.path.join(os.path.dirname(os.environ.get("MLIR_DUMP_PATH") or "."), "flush.mlir")
-        with open(source, "w") as f:
-            f.write(f'{_FLUSH_LINE}{"x" * _pad(os.path.dirname(source))}"}} {{\n}}\n')
-        _state["context"], _state["module"] = context, ir.parse_mlir_module(source, context)
     pm = ir.pass_manager(_state["context"])
     pm.enable_debug()
     passes.common.add_canonicalizer(pm)
