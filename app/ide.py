@@ -31,10 +31,12 @@ def _languages() -> list:
     return [registry.get(key) for key in services().jobs.config.languages]
 
 
-# A group with more stages than this (pass snapshots, kernels, a Dynamo group of several graphs) is
-# one list, so the stage bar stays a few rows high and the open stage starts on the first screen;
-# one Triton kernel's nine stages (source to SASS, passes, metadata, resources) stay tabs.
-MAX_TABS_PER_GROUP = 9
+# A group with more stages than this (Dynamo's five, AOTAutograd's three, Inductor's seven, kernels) is
+# one list, so the stage bar stays about two rows high and the open stage starts on the first
+# screen, at 800 px wide too; a group of one GPU kernel's stages keeps up to MAX_KERNEL_TABS tabs
+# (source to SASS, passes, metadata, resources), and one of several kernels is a kernel picker.
+MAX_TABS_PER_GROUP = 2
+MAX_KERNEL_TABS = 9
 
 
 def _grouped(stages: list) -> "OrderedDict[str, list]":
@@ -63,6 +65,37 @@ def kernel_of(key: str) -> str:
     """The kernel of one kernel stage's key ("" for any other stage)."""
     m = _KERNEL_STAGE.match(key)
     return m.group(1) if m else ""
+
+
+@bp.app_template_filter("group_form")
+def group_form(stages: list) -> str:
+    """How the stage bar draws a group: "picker" (several GPU kernels: a kernel picker and one
+    kernel's tabs), "tabs", or "list" (one select of every stage)."""
+    kernels = len(kernels_of(stages))
+    if kernels > 1:
+        return "picker"
+    return "tabs" if len(stages) <= (MAX_KERNEL_TABS if kernels else MAX_TABS_PER_GROUP) else "list"
+
+
+# What a job writes about its run rather than what the compiler made of the source: never the
+# stage opened beside an error while the compiler produced something else.
+_RUN_STAGES = {"source", "worker.log", "run.stdout"}
+
+
+@bp.app_template_filter("stage_beside_error")
+def stage_beside_error(stages: list) -> str:
+    """The stage a failed job opens beside its error: the last stage the compiler produced before
+    the failure (Dynamo's graph or bytecode so far, the last IR of a kernel), else what the program
+    printed, else any other stage with text; the worker's log only when nothing else exists ("" when
+    the job has no stage with text)."""
+    written = [s for s in stages if s.size]
+    compiled = [s for s in written if s.key not in _RUN_STAGES and s.group not in ("Source", "Run")]
+    printed = [s for s in written if s.key == "run.stdout"]
+    others = [s for s in written if s.key not in ("source", "worker.log")]
+    for choice in (compiled[-1:], printed, others[-1:], [s for s in written if s.key == "worker.log"]):
+        if choice:
+            return choice[0].key
+    return ""
 
 
 @bp.app_template_filter("slug")
@@ -120,7 +153,7 @@ def _bar_context(job: Job) -> dict:
     reproducible = job.finished and registry.get(job.request.language).reproducer(job.request, job.toolchain,
                                                                                    job.id) is not None
     return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.web.poll_interval_ms,
-            "queue_position": position, "version": _version(job, position), "max_tabs": MAX_TABS_PER_GROUP,
+            "queue_position": position, "version": _version(job, position),
             "reproducible": reproducible, "glance": glance(svc.store, job),
             "other_toolchains": [t["name"] for t in toolchain_choices(job.request.language)
                                  if t["name"] != chosen_toolchain(job.request.options)]}
@@ -225,13 +258,12 @@ def job_updates(job_id: str):
     changes = []  # (kind, group name, all stages of the group, stages new to the page)
     for group, new in _grouped(job.stages[since:]).items():
         every = context["groups"][group]
+        form = group_form(every)
         if group not in before:
             kind = "group"
-        elif len(kernels_of(every)) > 1:
-            kind = "regroup"  # a kernel picker is drawn again with its new kernels and tabs
-        elif len(before[group]) <= MAX_TABS_PER_GROUP < len(every):
-            kind = "regroup"  # just became a list: the group is drawn again
-        elif len(every) > MAX_TABS_PER_GROUP:
+        elif form == "picker" or form != group_form(before[group]):
+            kind = "regroup"  # a kernel picker with its new kernels and tabs, or a group that became a list
+        elif form == "list":
             kind = "options"
         else:
             kind = "tabs"
@@ -266,11 +298,19 @@ def stage_pane(job_id: str, key: str):
     meta = {"source_map": stage.source_map, **stage.meta}
     if pages:
         meta["first_line"] = pages["first"]
-    body = viewers.render(stage.format, text, meta)
+    body = viewers.render(stage.format, text, meta) if text or stage.size else _empty_stage(stage.key)
     siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
     return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=None,
                            siblings=siblings, explanation=explanation_for(stage.key),
                            source_map_json=json.dumps(stage.source_map), pages=pages)
+
+
+def _empty_stage(key: str) -> str:
+    """What an empty stage's pane says instead of an empty box (a program that printed nothing
+    still has its output stage, so a reader can tell "nothing printed" from "not captured")."""
+    words = {"run.stdout": "The program printed nothing.", "worker.log": "The worker logged nothing."}.get(
+        key, "This stage is empty: the compiler wrote nothing to it.")
+    return f'<p class="hint empty-stage">{words}</p>'
 
 
 def _diff_pane(job_id: str, key: str, other: str):

@@ -311,8 +311,16 @@
       pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0 && hasText(el); })[0];
       return pick;
     }); }
+    // a failed job: the stage its error names as the one that helps (the last the compiler produced
+    // before the failure, else what the program printed; app/ide.py: stage_beside_error)
+    var beside = document.querySelector("#results .error-box[data-open-stage]");
+    if (!pick && status === "failed" && beside && beside.dataset.openStage) {
+      pick = findStage(offered, beside.dataset.openStage);
+    }
     if (!pick && (status === "done" || status === "failed")) {
-      pick = offered.filter(function (el) { return keyOf(el) !== "source" && hasText(el); })[0] || offered[0];
+      // the worker's log last: it is the job's own diagnostics, rarely what a reader wants first
+      var candidates = offered.filter(function (el) { return keyOf(el) !== "source" && hasText(el); });
+      pick = candidates.filter(function (el) { return keyOf(el) !== "worker.log"; })[0] || candidates[0] || offered[0];
     }
     if (!pick) { return; }
     openStage(pick);
@@ -547,10 +555,30 @@
   });
   drawChips();
 
+  // --- "wrap lines" (beside each open stage): long lines wrap inside their pane instead of scrolling
+  // sideways, each line's number and source line kept in their column; one setting for every pane,
+  // remembered by this browser as "Tab moves focus" is
+  var WRAP_SETTING = "irscope.wrapLines";
+  var wrapLines = false;
+  try { wrapLines = localStorage.getItem(WRAP_SETTING) === "1"; } catch (e) { /* storage off: not remembered */ }
+  function showWrap() {
+    document.body.classList.toggle("wrap-lines", wrapLines);
+    document.querySelectorAll(".wrap-lines-toggle").forEach(function (box) { box.checked = wrapLines; });
+  }
+  document.addEventListener("change", function (e) {
+    if (!e.target.matches || !e.target.matches(".wrap-lines-toggle")) { return; }
+    wrapLines = e.target.checked;
+    try { localStorage.setItem(WRAP_SETTING, wrapLines ? "1" : "0"); } catch (err) { /* not remembered */ }
+    showWrap();
+  });
+  document.body.addEventListener("htmx:afterSettle", showWrap);  // a stage drawn since shows the setting
+  showWrap();
+
   // --- sortable tables (the kernel resources): a header's button sorts by its column, again reverses
   function cellValue(row, n) {
     var cell = row.cells[n];
-    var text = cell ? (cell.dataset.percent || cell.textContent).trim() : "";
+    // data-sort: a cell that shows two figures (spill stores / loads) sorts by the sum it carries
+    var text = cell ? (cell.dataset.sort || cell.dataset.percent || cell.textContent).trim() : "";
     var num = parseFloat(text.replace(/,/g, ""));
     if (!isNaN(num) && /KiB/.test(text)) { num *= 1024; }
     return isNaN(num) ? text.toLowerCase() : num;

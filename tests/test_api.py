@@ -138,10 +138,57 @@ def test_timings_view_draws_measured_numbers():
                            "run": {"eager_ms": 2.0, "compiled_ms": 1.0, "speedup": 2.0, "where": "host CPU"}})
     assert html.count("<rect") == 4  # two phases, two run bars
     assert "dynamo tracing: 0.25 s" in html and "compiled: 1 ms" in html and "host CPU" in html
-    # a table shows no raw Python value: a list as words, a flag as yes/no, a missing value as a dash
+    # a table shows no raw Python value: a list as words, a flag as yes/no, a missing value as "none"
     html = timings.render({"target": {"name": "sm_90", "virtual": True, "units": [4, 8], "spare": None}})
-    assert "<td class='num'>4, 8</td>" in html and "<td class='num'>yes</td>" in html and "—" in html
+    assert "<td>4, 8</td>" in html and "<td>yes</td>" in html and "<th>spare</th><td>none</td>" in html
     assert "[4, 8]" not in html and "True" not in html and "None" not in html
+
+
+# A default PyTorch job's timings as the pipeline records them (compiler/pytorch/measure.py,
+# entry_points.RunMode, targets.describe_target), the compiled side slower than eager.
+DEFAULT_JOB_TIMINGS = {
+    "run": {"where": "host CPU (2 threads), blocks of calls of about 10 ms each", "what": "forward",
+            "statistic": "median over the timed blocks of the time per call, after warm-up; spread is the IQR",
+            "seconds_per_side": 0.5, "eager_ms": 0.0078, "eager_iqr_ms": 0.0051, "eager_repeats": 40,
+            "eager_calls_timed": 52000, "eager_measure_s": 0.52, "compiled_ms": 0.0119, "compiled_iqr_ms": 0.0012,
+            "compiled_repeats": 38, "compiled_calls_timed": 31000, "compiled_measure_s": 0.5, "speedup": 0.656,
+            "accuracy": {"vs_eager": {"compared": 1, "max_abs_error": 2.4e-07, "max_rel_error": 6.7e-06},
+                         "vs_float64_eager": {"compared": 1, "max_abs_error": 2.8e-07, "max_rel_error": 1.1e-05}},
+            "profile_s": 0.142,
+            "memory": {"eager_peak_bytes": 22592, "compiled_peak_bytes": 3 * 2**20, "how": "torch.profiler"}},
+    "run_mode": {"mode": "compile-and-run", "sentence": "compile-and-run: the run would peak at 198.6 kB",
+                 "float64_reference": True, "measured_peak_bytes": 69517312, "estimated_peak_bytes": 503232},
+    "target": {"name": "host CPU", "virtual": False, "executed": True, "worker_device": None},
+}
+
+
+def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged():
+    """The Timings tab says what each figure measures and in what unit, never a raw key; medians
+    come with their spread; a compiled call slower than eager says so, flagged; a heading always
+    has something under it."""
+    import re
+
+    from viewers import timings
+    html = timings.render(DEFAULT_JOB_TIMINGS)
+    text = re.sub(r"<[^>]+>", " ", html)
+    for raw in ("eager_iqr_ms", "measured_peak_bytes", "float64_reference", "worker_device", "speedup",
+                "69517312", "0.656"):
+        assert raw not in text, raw
+    assert re.search(r'<p class="verdict slower"><b>compiled 1\.52× slower than eager</b>', html), html
+    assert "median 0.0078 ms per call, spread ± 0.0051 ms" in text and "median 0.0119 ms per call" in text
+    assert "measured peak memory of the job&#39;s process</th><td>66.3 MiB" in html
+    assert "compiled, peak memory of one call</th><td>3.0 MiB" in html and "22.1 KiB" in html
+    assert "float64 reference of the accuracy check</th><td>yes" in html
+    assert "the worker&#39;s own GPU</th><td>none" in html
+    assert "compiled against eager</th><td>largest absolute error 2.4e-07, largest relative error 6.7e-06" in html
+    # every heading is followed by something other than another heading
+    for m in re.finditer(r"</h[34]>", html):
+        assert not re.match(r"\s*(<h[34]>|$)", html[m.end():]), html[m.start() - 80:m.end() + 40]
+    # an accuracy with nothing to compare is said in words; an empty one has no heading at all
+    empty = timings.render({"run": {"compiled_ms": 1.0, "accuracy": {}}})
+    assert "Accuracy" not in empty
+    nothing = timings.render({"run": {"compiled_ms": 1.0, "accuracy": {"vs_eager": {"compared": 0}}}})
+    assert "nothing compared" in nothing
 
 
 def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):
@@ -176,3 +223,23 @@ def test_a_class_compiling_the_same_example_at_once_makes_one_job(app):
     assert len({a["job"] for a in answers}) == 1, {a["job"] for a in answers}
     assert sum(1 for a in answers if not a["cached"]) == 1
     assert app.extensions["irscope"].store.counts()["jobs"] == 1
+
+
+def test_a_failed_job_opens_what_the_compiler_made_before_the_worker_log():
+    """The stage opened beside an error: the last the compiler produced before the failure, else
+    what the program printed, and the worker's log only when there is nothing else."""
+    from types import SimpleNamespace
+
+    from app.ide import stage_beside_error
+
+    def stages(*rows):
+        return [SimpleNamespace(key=k, group=g, size=n) for k, g, n in rows]
+    source, log = ("source", "Source", 316), ("worker.log", "Run", 4306)
+    shape_mismatch = stages(source, ("run.stdout", "Run", 0), ("dynamo.bytecode:0/0", "Dynamo", 360), log)
+    assert stage_beside_error(shape_mismatch) == "dynamo.bytecode:0/0"
+    later = stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900), ("aot.joint_graph:0/0", "AOTAutograd", 0),
+                   ("aot.forward_graph:0/0", "AOTAutograd", 400), log)
+    assert stage_beside_error(later) == "aot.forward_graph:0/0"  # the last with text
+    assert stage_beside_error(stages(source, ("run.stdout", "Run", 25), log)) == "run.stdout"
+    assert stage_beside_error(stages(source, ("run.stdout", "Run", 0), log)) == "worker.log"
+    assert stage_beside_error(stages(source)) == "" and stage_beside_error([]) == ""

@@ -46,12 +46,15 @@ _WATCH_STREAM = """() => {
   new MutationObserver(() => {
     const state = document.querySelector('#results .status .state');
     const status = state ? state.dataset.status : null;
-    const tabs = Array.from(document.querySelectorAll('#results .stage-tabs [role=tab]'));
+    // every stage on offer: a tab, or an entry of the list a group of many stages is
+    const tabs = Array.from(document.querySelectorAll(
+      '#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=""])'));
     for (const tab of tabs) {
-      if (seen.has(tab.dataset.key)) continue;
-      seen.add(tab.dataset.key);
-      window.__stream.events.push({key: tab.dataset.key, status: status, ms: performance.now() - t0});
-      if (tab.dataset.key.startsWith('dynamo.fx_graph') && !window.__stream.picked) {
+      const key = tab.dataset.key || tab.value;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      window.__stream.events.push({key: key, status: status, ms: performance.now() - t0});
+      if (key.startsWith('dynamo.fx_graph') && !window.__stream.picked) {
         // the user picks a stage the moment the graph shows: later tabs must leave it open and focused
         const source = document.querySelector('#results .stage-tabs [role=tab][data-key="source"]');
         source.focus(); source.click();
@@ -79,7 +82,9 @@ def test_dynamo_graph_tab_appears_while_the_job_runs(watched, shots):
     mark_no_reload(page)
     page.evaluate(_WATCH_STREAM)
     page.click("#compile")
-    page.wait_for_selector('#results [role=tab][data-key^="dynamo.fx_graph"]', timeout=JOB_TIMEOUT_MS)
+    page.wait_for_selector('#results [role=tab][data-key^="dynamo.fx_graph"], '
+                           '#results .stage-select option[value^="dynamo.fx_graph"]', state="attached",
+                           timeout=JOB_TIMEOUT_MS)
     page.screenshot(path=str(shots / "pytorch-streaming.png"))  # most likely still running; nothing depends on it
     assert wait_finished(page) == "done"
     assert still_same_document(page)
@@ -147,25 +152,26 @@ def test_tabs_grow_in_place_as_stages_reach_the_store(watched, server_data):
     most = MAX_TABS_PER_GROUP
     for n in range(most):
         _add_stage(store, job, 3 + n, f"kernel.k{n:02d}", "Kernels")
-    page.wait_for_selector(f'#results [role=tab][data-key="kernel.k{most - 1:02d}"]')
-    page.click('#results [role=tab][data-key="kernel.k03"]')
-    page.wait_for_selector('#pane .artifact[data-key="kernel.k03"]')
+    picked = f"kernel.k{most - 1:02d}"  # the group's last tab
+    page.wait_for_selector(f'#results [role=tab][data-key="{picked}"]')
+    page.click(f'#results [role=tab][data-key="{picked}"]')
+    page.wait_for_selector(f'#pane .artifact[data-key="{picked}"]')
     _add_stage(store, job, 3 + most, f"kernel.k{most:02d}", "Kernels")
     page.wait_for_selector(f"#grp-{job}-kernels-list")
     # the focus moves to the list once htmx has settled the swap (a moment after the list appears)
-    page.wait_for_function("() => document.activeElement.matches('.stage-select') && "
-                           "document.activeElement.value === 'kernel.k03'", timeout=5000)
+    page.wait_for_function("(k) => document.activeElement.matches('.stage-select') && "
+                           "document.activeElement.value === k", arg=picked, timeout=5000)
     _add_stage(store, job, 4 + most, f"kernel.k{most + 1:02d}", "Kernels")
     page.wait_for_selector(f'#grp-{job}-kernels-list option[value="kernel.k{most + 1:02d}"]', state="attached")
     assert page.inner_text(f"#grp-{job}-kernels-count") == str(most + 2)
-    assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
-    assert page.evaluate("() => document.activeElement.value") == "kernel.k03"
+    assert page.get_attribute("#pane .artifact", "data-key") == picked
+    assert page.evaluate("() => document.activeElement.value") == picked
 
     store.finish_job(job, None, {"job": {"wall_s": 1.0, "sandbox": "none"}})
     page.wait_for_selector("#results .status .state[data-status=done]")
     page.wait_for_selector('#results [role=tab][data-key="timings"]')
     assert page.locator(f"#poll-{job}[hx-trigger]").count() == 0  # a finished job is asked no more
-    assert page.get_attribute("#pane .artifact", "data-key") == "kernel.k03"
+    assert page.get_attribute("#pane .artifact", "data-key") == picked
     assert still_same_document(page)
     keys = tab_keys(page)
     kernels = [f"kernel.k{n:02d}" for n in range(most + 2)]
@@ -238,6 +244,10 @@ def test_every_stage_opens_with_its_content(watched, language):
         body = page.locator("#pane .artifact-body")
         if stage["format"] in DRAWN_FORMATS:
             assert body.locator("svg, table").count() >= 1, key
+        elif not stage["text"]:  # an empty stage says so in words instead of one empty numbered line
+            assert body.locator(".empty-stage").is_visible(), key
+            said = body.inner_text()
+            assert ("printed nothing" in said) if key == "run.stdout" else ("nothing" in said or "empty" in said), key
         else:
             shown = body.inner_text()
             first = next((line.strip() for line in stage["text"].splitlines() if line.strip()), "")
@@ -389,14 +399,14 @@ def test_keyboard_alone_compiles_and_moves_between_stages(watched):
     page.keyboard.press("Escape")  # leaves the editor (where Tab indents)
     for _ in range(10):
         page.keyboard.press("Tab")
-        if page.evaluate("() => document.activeElement.getAttribute('role')") == "tab":
+        if page.evaluate("() => !!document.activeElement.closest('#results .stage-tabs')"):
             break
     else:
         raise AssertionError("Tab never reached the stage tabs")
-    # the tab bar is one stop, and it lands on the open stage's tab
-    assert page.evaluate("() => document.activeElement.dataset.key") == opened
+    # the tab bar is one stop, and it lands on the open stage's tab (or the list of its group)
+    assert page.evaluate("() => document.activeElement.dataset.key || document.activeElement.value") == opened
     assert page.get_attribute("#pane", "role") == "tabpanel"
-    before = page.evaluate("() => document.activeElement.dataset.key")
+    before = opened
     page.keyboard.press("ArrowRight")
     after = page.evaluate("() => document.activeElement.dataset.key || document.activeElement.value")
     assert after != before
@@ -411,11 +421,15 @@ def test_keyboard_alone_compiles_and_moves_between_stages(watched):
     page.wait_for_selector("#pane .timings-view")
     assert page.evaluate("() => document.activeElement.dataset.key") == "timings"
     # quick presses: the pane ends on the stage that has the focus, whatever order loads finish in
+    # (a list passed on the way opens nothing)
     page.keyboard.press("Home")
-    for _ in range(3):
+    items = page.evaluate("() => Array.from(document.querySelectorAll('#results .stage-tabs [role=tab], "
+                          "#results .stage-tabs .stage-select')).filter(i => !i.hidden).map(i => i.dataset.key || '')")
+    fourth_tab = [n for n, key in enumerate(items) if key][3]
+    for _ in range(fourth_tab):
         page.keyboard.press("ArrowRight")
     focused = page.evaluate("() => document.activeElement.dataset.key")
-    assert focused == tab_keys(page)[3]
+    assert focused == items[fourth_tab]
     page.wait_for_selector(f'#pane .artifact[data-key="{focused}"]')
     page.wait_for_load_state("networkidle")
     assert page.get_attribute("#pane .artifact", "data-key") == focused

@@ -2,9 +2,10 @@
 `irscope serve`, the strict Content-Security-Policy; any console error or CSP violation fails the
 test), at 1500x950 and at 800 px wide: what the compiler did at a glance, a graph break found from
 that summary and marked in the editor, results that say they are stale once the source changes, an
-options menu that closes, a keyboard that is never trapped, kernels in a sortable table, and an
-error that leads with its point and shows no server path. Every assertion is on what is visible
-(bounding boxes, the focus), not only on what is in the DOM.
+options menu that closes, a keyboard that is never trapped, a stage bar of a few rows with the open
+stage's first line on the first screen, long lines that wrap on request, kernels in a sortable
+table that fits its pane, and an error that leads with its point and shows no server path. Every
+assertion is on what is visible (bounding boxes, the focus), not only on what is in the DOM.
 
 The server serves the store the session's `lesson_jobs` fixture compiled every lesson into, so a
 lesson opens from the store; one failing job is compiled here.
@@ -27,6 +28,12 @@ pytestmark = BROWSER_MARKS
 
 SIZES = {"wide": {"width": 1500, "height": 950}, "narrow": {"width": 800, "height": 900}}
 GRAPH_BREAK = lessons.by_slug(lessons.load(), "graph-break")
+# the most above its stage bar: a lesson's note, a permalink in the top bar; the longest lines
+POINTWISE = lessons.by_slug(lessons.load(), "pointwise-fusion")
+# The open stage's first line starts above this (px from the window's top) after a job opens, and
+# the stage bar is lower than BAR_HEIGHT: about two rows of tabs and lists, never a block of its own.
+FIRST_LINE_ABOVE = {"wide": 600, "narrow": 800}
+BAR_HEIGHT = 90
 BREAK_LINE = next(n for n, text in enumerate(GRAPH_BREAK.request.source.splitlines(), 1) if "print(" in text)
 
 SHAPE_MISMATCH = '''import torch
@@ -114,6 +121,14 @@ def on_first_screen(page, selector: str) -> dict:
     height = page.viewport_size["height"]
     assert box is not None and 0 <= box["y"] < height, (selector, box, height)
     return box
+
+
+def stage_starts_on_first_screen(page, size: str) -> None:
+    """The stage bar is a few rows high and the open stage's first line is well inside the window."""
+    bar = page.locator("#results .stage-tabs").bounding_box()
+    assert bar is not None and bar["height"] < BAR_HEIGHT, bar
+    line = page.locator("#pane .artifact-body .ln").first.bounding_box()
+    assert line is not None and bar["y"] + bar["height"] <= line["y"] < FIRST_LINE_ABOVE[size], (line, bar, size)
 
 
 def editor_lines_with(page, cls: str) -> list[int]:
@@ -271,6 +286,69 @@ def test_the_keyboard_walks_the_whole_page_and_back_without_a_trap(sized):
     page.uncheck("#tab-moves-focus")
 
 
+def test_the_stage_bar_stays_a_few_rows_and_the_stage_starts_on_the_first_screen(sized):
+    """A PyTorch lesson (eight groups, nineteen stages, the lesson's note and a permalink above them):
+    a group of more than two stages is one list, each as wide as the stage it shows, so the bar is
+    about two rows and the opened stage's first line is on the first screen (above 600 px at
+    1500x950, above 800 px at 800x900, under an editor that leaves the results room)."""
+    page, size = sized
+    open_lesson(page, POINTWISE)
+    stage_starts_on_first_screen(page, size)
+    bar = page.locator("#results .stage-tabs").bounding_box()
+    lists = page.locator("#results .stage-tabs .stage-select")
+    assert lists.count() >= 2  # Dynamo's and Inductor's stages
+    for box in [lists.nth(n).bounding_box() for n in range(lists.count())]:
+        assert bar["x"] <= box["x"] and box["x"] + box["width"] <= bar["x"] + bar["width"] + 1, (box, bar)
+    # a stage opened from a list starts on the first screen too
+    open_stage(page, "dynamo.fx_graph:0/0")
+    stage_starts_on_first_screen(page, size)
+    if size == "narrow":
+        assert page.locator("#editor-pane").bounding_box()["height"] <= 260
+
+
+def test_long_stage_lines_wrap_on_request_keeping_their_numbers_and_links(sized):
+    """"wrap lines" beside the open stage: the output code's long lines wrap inside the pane (no
+    sideways scrolling), each under its own text with its number and source line in their column;
+    a wrapped line's number still picks it into the address and hovering it still lights its source
+    line; the setting is remembered by this browser."""
+    page, size = sized
+    open_lesson(page, POINTWISE)
+    page.wait_for_selector('#pane .artifact[data-key^="inductor.output_code"]')
+    pane = page.locator("#pane")
+
+    def sideways() -> float:
+        return pane.evaluate("p => p.scrollWidth - p.clientWidth")
+    toggle = page.locator("#pane .artifact-head .wrap-lines-toggle")
+    assert toggle.is_visible() and not toggle.is_checked()
+    on_first_screen(page, "#pane .artifact-head .wrap-toggle")
+    assert sideways() > 50  # its longest lines run past the pane
+    toggle.check()
+    assert sideways() <= 1
+    wrapped = page.evaluate("""() => { const l = Array.from(document.querySelectorAll('#pane pre.code .ln[data-src]'))
+        .find(l => l.getBoundingClientRect().height > 1.5 * l.querySelector('.no').getBoundingClientRect().height);
+        return l ? l.dataset.line : null; }""")
+    assert wrapped, "no linked line wrapped"
+    line = page.locator(f'#pane pre.code .ln[data-line="{wrapped}"]')
+    line.scroll_into_view_if_needed()
+    no, ref, text = (line.locator(part).bounding_box() for part in (".no", ".src-ref", ".tx"))
+    box = pane.bounding_box()
+    # the number and the source line stay in their column; the text wraps beside them, inside the pane
+    assert no["x"] < ref["x"] < text["x"] and text["height"] > 1.5 * no["height"], (no, ref, text)
+    assert text["x"] + text["width"] <= box["x"] + box["width"] + 1
+    assert no["x"] == page.locator("#pane pre.code .ln .no").first.bounding_box()["x"]
+    line.hover()
+    assert "hot" in line.get_attribute("class").split()
+    assert page.evaluate(f"() => {CM}.getAllMarks().filter(m => m.className === 'hot-line').length") == 1
+    line.locator(".no").click()
+    assert "picked" in line.get_attribute("class").split() and page.url.endswith(f"&line={wrapped}")
+    # remembered: a reload shows the stage wrapped, the toggle on
+    page.reload()
+    page.wait_for_selector(f'#pane pre.code .ln.picked[data-line="{wrapped}"]')
+    assert page.is_checked("#pane .artifact-head .wrap-lines-toggle") and sideways() <= 1
+    page.uncheck("#pane .artifact-head .wrap-lines-toggle")
+    assert sideways() > 50
+
+
 def test_kernels_are_one_sortable_table_that_tells_kernels_from_configs(watched):
     page = watched.page
     lesson = lessons.by_slug(lessons.load(), "triton-registers-spills-occupancy")
@@ -291,9 +369,9 @@ def test_kernels_are_one_sortable_table_that_tells_kernels_from_configs(watched)
     def registers() -> list[int]:
         return [int(t.split()[0].replace(",", "")) for t in page.locator("#pane .resources-table td.registers")
                 .all_inner_texts()]
-    page.click("#pane .resources-table th button.sort:text-is('registers / thread')")
+    page.click("#pane .resources-table th button.sort:text-is('regs')")
     assert registers() == sorted(registers())
-    page.click("#pane .resources-table th button.sort:text-is('registers / thread')")
+    page.click("#pane .resources-table th button.sort:text-is('regs')")
     assert registers() == sorted(registers(), reverse=True)
     # the glance counts the same kernels and configs
     glance = page.inner_text("#results .glance")
@@ -306,7 +384,7 @@ def test_many_kernels_are_navigated_from_their_table_with_every_name_whole(sized
     on the table of every kernel, each name readable whole, kernels told from configs; a row opens
     that kernel's stages, its kernel picked in the picker, the stage on the first screen; at 1500 px
     and at 800 px (the second compile is answered from the store)."""
-    page, _ = sized
+    page, size = sized
     page.goto("/?language=pytorch")
     set_editor(page, TRAINED_MLP)
     page.click(".options-menu summary")
@@ -315,7 +393,13 @@ def test_many_kernels_are_navigated_from_their_table_with_every_name_whole(sized
     page.click("#compile")
     assert wait_finished(page) == "done"
     job_id = page.get_attribute("#job-bar", "data-job")
+    # a stage opens by itself (the output code, or a kernel's PTX where that came first while the job
+    # ran), under a bar of a few rows (the kernels' picker and one kernel's tabs among them), its first
+    # line on the first screen
+    page.wait_for_selector("#pane .artifact .artifact-body .ln")
+    stage_starts_on_first_screen(page, size)
     open_stage(page, "kernels.resources")
+    resources_table_fits_its_pane(page, size)
     table = json.loads(raw_stage(page, job_id, "kernels.resources")["text"])["kernels"]
     names = [k["kernel"] for k in table]
     kernels = {re.sub(r"\.\d+$", "", n) for n in names}
@@ -344,6 +428,40 @@ def test_many_kernels_are_navigated_from_their_table_with_every_name_whole(sized
     open_stage(page, f"triton.ptx:{longest}")
     assert ".target sm_90a" in page.inner_text("#pane .artifact-body")
     on_first_screen(page, "#pane .artifact-body .ln")
+
+
+def resources_table_fits_its_pane(page, size: str) -> None:
+    """The kernels table of the trained MLP as it is first seen: its sentence inset and capitalised,
+    the table starting on the first screen and fitting its pane (at 800 px it may scroll inside its
+    own box, the kernel's name kept in sight), short headers that say the rest on hover, each
+    figure on one line, numbers right-aligned, and the user's lines of every Inductor kernel."""
+    pane = page.locator("#pane").bounding_box()
+    summary = page.locator("#pane .resources-summary")
+    text = summary.inner_text()
+    assert summary.bounding_box()["x"] >= pane["x"] + 8
+    assert "none spills" not in text and not re.search(r"[.;] [a-z]", text), text
+    table = page.locator("#pane .resources-table").bounding_box()
+    scroller = page.locator("#pane .table-scroll")
+    box = scroller.bounding_box()
+    assert 0 <= table["y"] < page.viewport_size["height"], table
+    assert box["x"] + box["width"] <= pane["x"] + pane["width"] + 1, (box, pane)
+    if size == "wide":  # the whole table in the pane: no column needs scrolling to
+        assert table["x"] + table["width"] <= pane["x"] + pane["width"] + 1, (table, pane)
+    scroller.evaluate("s => { s.scrollLeft = s.scrollWidth; }")  # its far end (a no-op where it fits)
+    name = page.locator("#pane .resources-table tbody tr td:first-child").first.bounding_box()
+    assert box["x"] - 1 <= name["x"] and name["x"] + name["width"] <= box["x"] + box["width"] + 1, (name, box)
+    scroller.evaluate("s => { s.scrollLeft = 0; }")
+    headers = page.locator("#pane .resources-table thead th")
+    for n in range(headers.count()):
+        assert len(headers.nth(n).inner_text().strip()) <= 9 and headers.nth(n).get_attribute("title")
+    layout = page.evaluate("""() => Array.from(document.querySelectorAll('#pane .resources-table tbody tr')).map(tr => {
+        const occ = tr.querySelector('td.occupancy'), range = document.createRange();
+        range.selectNodeContents(occ);
+        return {occupancy: range.getBoundingClientRect().height, line: parseFloat(getComputedStyle(occ).lineHeight)
+                || 17, align: getComputedStyle(tr.querySelector('td.registers')).textAlign}; })""")
+    assert all(r["occupancy"] < 1.5 * r["line"] and r["align"] == "right" for r in layout), layout
+    lines = page.locator("#pane .resources-table td.lines").all_inner_texts()
+    assert all(re.fullmatch(r"\d+(-\d+)?(, \d+(-\d+)?)*", t.strip()) for t in lines), lines
 
 
 @pytest.mark.parametrize("slug", ["triton-registers-spills-occupancy", "helion-two-configs"])
@@ -404,7 +522,120 @@ def test_an_error_leads_with_its_point_and_names_no_server_path(sized, server_da
     for host in (ROOT, sys.prefix, *site.getsitepackages(), ".venv", "site-packages", str(server_data)):
         assert host not in html, host
     assert 'File "torch/nn/modules/linear.py"' in html  # a library's file by its import path
-    # the stage opened beside the error has something in it
+    # the stage opened beside the error has something in it: what Dynamo produced before the
+    # failure, never the worker's log of PyTorch's tracebacks
     page.wait_for_selector("#pane .artifact")
     assert page.inner_text("#pane .artifact-body").strip()
+    opened = page.get_attribute("#pane .artifact", "data-key")
+    assert opened.startswith("dynamo."), opened
+    assert page.get_attribute("#results .error-box", "data-open-stage") == opened
+    assert "fake_tensor.py" not in page.inner_text("#pane .artifact-body")
+    # the program printed nothing: its output's pane says so instead of an empty box
+    open_stage(page, "run.stdout")
+    empty = page.locator("#pane .artifact-body .empty-stage")
+    assert empty.is_visible() and empty.inner_text() == "The program printed nothing."
     set_editor(page, SHAPE_MISMATCH)  # leave the editor as the next size's test finds it
+
+
+def test_the_timings_say_each_figure_in_words_with_its_unit(watched):
+    """The Timings tab of a PyTorch job: which side is faster in words (a slower compiled call
+    flagged), each figure labelled with what it measures and its unit, medians with their spread,
+    no raw key of the timings record, and no heading without something under it."""
+    page = watched.page
+    open_lesson(page, GRAPH_BREAK)
+    open_stage(page, "timings")
+    view = page.locator("#pane .timings-view")
+    text = view.inner_text()
+    verdict = view.locator(".verdict")
+    assert verdict.is_visible() and re.match(r"compiled \d+\.\d\d× (faster|slower) than eager", verdict.inner_text())
+    if "slower" in verdict.inner_text():
+        flagged = view.locator(".verdict.slower b")
+        assert flagged.is_visible() and flagged.evaluate("b => getComputedStyle(b).color") != \
+            view.evaluate("v => getComputedStyle(v).color")
+    assert re.search(r"eager, time per call\s+median [\d.]+ ms per call, spread ± [\d.e-]+ ms", text), text
+    assert re.search(r"measured peak memory of the job's process\s+[\d.,]+ MiB", text), text
+    assert re.search(r"compiled against eager\s+largest absolute error", text), text
+    for raw in ("eager_iqr_ms", "measured_peak_bytes", "float64_reference", "worker_device", "speedup", "_ms "):
+        assert raw not in text, raw
+    empty = view.evaluate("""v => Array.from(v.querySelectorAll('h3, h4')).filter(h => {
+        const next = h.nextElementSibling; return !next || /^H[34]$/.test(next.tagName); }).map(h => h.textContent)""")
+    assert empty == [], empty
+
+
+def _dark(colour: str) -> bool:
+    """An rgb()/rgba() colour as dark as a dark theme's panel (luma under 0.3; white is 1)."""
+    r, g, b = (float(v) / 255 for v in re.findall(r"[\d.]+", colour)[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.3
+
+
+DRAWN = """(sel) => Array.from(document.querySelectorAll(sel)).map(svg => {
+    const text = svg.querySelector('text:not(.box-label)');
+    return {background: getComputedStyle(svg).backgroundColor,
+            text: text ? getComputedStyle(text).fill : null}; })"""
+
+
+def test_drawn_viewers_follow_the_dark_theme(watched):
+    """In the dark theme the timing bars, the profile timeline, the memory chart, the schedule and
+    the sharding meshes are drawn on the dark panel with light words, not as white cards."""
+    page = watched.page
+    page.emulate_media(color_scheme="dark")
+    open_lesson(page, GRAPH_BREAK)
+    seen = {}
+    for key, selector in (("timings", "#pane .timings-view svg.bars"), ("run.kernels", "#pane svg.profile-timeline")):
+        open_stage(page, key)
+        seen[key] = page.evaluate(DRAWN, selector)
+    open_lesson(page, lessons.by_slug(lessons.load(), "collective-schedule"))
+    for key, selector in (("xla.memory", "#pane svg.memory-chart"), ("xla.schedule", "#pane svg.timeline"),
+                          ("xla.sharding", "#pane svg.mesh-array, #pane svg.mesh-devices")):
+        open_stage(page, key)
+        seen[key] = page.evaluate(DRAWN, selector)
+    for key, drawings in seen.items():
+        assert drawings, f"{key}: nothing drawn"
+        for d in drawings:
+            assert _dark(d["background"]), (key, d)
+            assert d["text"] is None or not _dark(d["text"]), (key, d)
+    page.emulate_media(color_scheme="light")
+
+
+def test_a_jax_job_opens_on_its_hlo_with_the_file_name_tables_folded(watched):
+    """A JAX job opens on its optimized HLO; XLA's stack-frame tables (FileNames ... StackFrames,
+    dozens of lines of paths) are folded under one line that says what they are, one click away."""
+    page = watched.page
+    compile_in_page(page, "jax")
+    page.wait_for_selector('#pane .artifact[data-key="xla.optimized"]')
+    fold = page.locator("#pane details.hlo-metadata")
+    assert fold.count() == 1 and fold.get_attribute("open") is None
+    summary = fold.locator("summary")
+    assert summary.is_visible() and "stack-frame tables (FileNames" in summary.inner_text()
+    file_names = page.locator("#pane .ln", has_text=re.compile(r"^\d+FileNames$"))
+    assert file_names.count() == 1 and not file_names.is_visible()
+    # what is on the first screen is the module: its header, the fold, then computations
+    visible = page.evaluate("""() => Array.from(document.querySelectorAll('#pane .ln')).filter(l =>
+        l.checkVisibility() && l.getBoundingClientRect().top < innerHeight)
+        .map(l => l.querySelector('.tx').textContent)""")
+    assert visible[0].startswith("HloModule") and not any('"/tmp/' in line for line in visible), visible
+    summary.click()
+    assert file_names.is_visible()  # the text is all there
+
+
+def test_helion_stages_name_the_generated_module_and_ptx_notes_are_sentences(watched):
+    """Helion's kernels are Triton modules Helion writes to files named by a hash: the PTX names
+    that file. The stage says, beside the compiler's unchanged text, that the file is the code
+    Helion generated for the user's kernel, with a link to it; and the PTX stage's note is a
+    sentence a newcomer can read."""
+    from compiler.helion.pipeline import EXAMPLE
+    page = watched.page
+    compile_in_page(page, "helion", "# Helion's generated module, named\n" + EXAMPLE)
+    open_stage(page, "triton.ptx:_helion_matmul")
+    legend = page.locator("#pane .file-name")
+    assert legend.count() == 1 and legend.is_visible()
+    assert "the Triton code Helion generated for your kernel matmul" in legend.inner_text()
+    hashed = legend.locator("code").inner_text()
+    body = page.inner_text("#pane .artifact-body")
+    assert re.fullmatch(r"\w+\.py", hashed) and f"{hashed}:" in body  # the compiler's own name, in its text
+    note = page.locator("#pane .artifact > details.note > summary, #pane .artifact > p.note:not(.file-name)")
+    note = note.first.inner_text()
+    assert re.match(r"[A-Z].*\.$", note) and "inside inline asm the .loc" not in note, note
+    legend.locator("a").click()
+    page.wait_for_selector('#pane .artifact[data-key="helion.triton_code:matmul"]')
+    assert "def _helion_matmul(" in page.inner_text("#pane .artifact-body")

@@ -181,7 +181,7 @@ def test_three_panes_side_by_side_resize_by_mouse_and_keyboard(watched):
         page.click("#pane .artifact .to-side")
         page.wait_for_function("(n) => document.querySelectorAll('.pane.side .artifact').length === n",
                                arg=1 if key.startswith("dynamo") else 2)
-        page.click(f'#results [role=tab][data-key="{key}"]')
+        open_stage(page, key)  # a tab, or an entry of its group's list
         wait_open(page, key)
     boxes = [page.locator(p).bounding_box() for p in ("#pane", "#pane2", "#pane3")]
     assert all(b and b["width"] > 100 for b in boxes), boxes

@@ -71,22 +71,30 @@ def test_updates_send_only_new_tabs_and_grow_the_bar_in_place(app, client):
     assert _updates(client, "j1", since, version).status_code == 204
 
     _stage(store, "j1", 1, "dynamo.fx_graph:0/0", "Dynamo")
-    _stage(store, "j1", 2, "dynamo.guards:0/0", "Dynamo")
     store.set_progress("j1", "compiling (Dynamo, AOTAutograd, Inductor)")
     body = _updates(client, "j1", since, version).get_data(as_text=True)
-    assert "compiling (Dynamo, AOTAutograd, Inductor)" in body and "3 stages so far" in body
+    assert "compiling (Dynamo, AOTAutograd, Inductor)" in body and "2 stages so far" in body
     # a new group is appended to the tab bar, holding exactly the new stages' tabs
     assert 'hx-swap-oob="beforeend:#tabs-j1"' in body
-    assert 'data-key="dynamo.fx_graph:0/0"' in body and 'data-key="dynamo.guards:0/0"' in body
+    assert re.findall(r'data-key="([^"]+)"', body) == ["dynamo.fx_graph:0/0"]
     assert 'data-key="source"' not in body  # the page has that tab already
     since, version = _next_poll(body)
-    assert since == 3
+    assert since == 2
 
-    _stage(store, "j1", 3, "dynamo.bytecode:0/0", "Dynamo")
+    _stage(store, "j1", 2, "dynamo.guards:0/0", "Dynamo")
     body = _updates(client, "j1", since, version).get_data(as_text=True)
     # a stage of a group the page has goes into that group, after its tabs
     assert 'hx-swap-oob="beforeend:#grp-j1-dynamo-tabs"' in body
-    assert re.findall(r'data-key="([^"]+)"', body) == ["dynamo.bytecode:0/0"]
+    assert re.findall(r'data-key="([^"]+)"', body) == ["dynamo.guards:0/0"]
+    since, version = _next_poll(body)
+
+    _stage(store, "j1", 3, "dynamo.bytecode:0/0", "Dynamo")
+    body = _updates(client, "j1", since, version).get_data(as_text=True)
+    # past MAX_TABS_PER_GROUP stages the group is drawn again, as one list of all three
+    assert '<div class="group" id="grp-j1-dynamo" role="presentation" hx-swap-oob="outerHTML">' in body
+    assert 'id="grp-j1-dynamo-list"' in body
+    assert re.findall(r'<option value="([^"]+)"', body) == ["dynamo.fx_graph:0/0", "dynamo.guards:0/0",
+                                                             "dynamo.bytecode:0/0"]
     since, version = _next_poll(body)
 
     # 13 kernels: more than a group shows as tabs, so the group is drawn again as one list

@@ -68,6 +68,43 @@ def test_output_code_map_links_fused_kernel_to_softmax_line(entries):
     assert all(b == 9 for a, b in pairs)
 
 
+# Two Triton kernels of a GPU output code as Inductor writes them (a virtual sm_90 job's, cut short):
+# each under its `# kernel path:` and Source Nodes comments, closed by `''', device_str='cuda')`.
+GPU_OUTPUT_CODE = """async_compile = AsyncCompile()
+
+
+# kernel path: /tmp/work/inductor-cache/y3/cy3garw.py
+# Topologically Sorted Source Nodes: [h, layer_norm], Original ATen: [aten.silu, aten.native_layer_norm]
+# Source node to ATen node mapping:
+#   h => add, div, exp, neg
+triton_per_fused_native_layer_norm_silu_0 = async_compile.triton('triton_per_fused_native_layer_norm_silu_0', '''
+import triton
+''', device_str='cuda')
+
+
+# kernel path: /tmp/work/inductor-cache/db/cdb2r45.py
+# Topologically Sorted Source Nodes: [gelu], Original ATen: [aten.gelu]
+triton_poi_fused_gelu_1 = async_compile.triton('triton_poi_fused_gelu_1', '''
+import triton
+''', device_str='cuda')
+
+
+def call(args):
+    triton_poi_fused_gelu_1.run(buf0, 128, stream=stream0)
+"""
+
+
+def test_each_gpu_kernel_of_an_output_code_has_the_users_lines_by_name_and_by_file():
+    """A Triton kernel of Inductor's carries no line of the user's file in its own stages: the rows of
+    the kernels table get them from the output code's source map, by the file Triton compiles."""
+    nodes = {"h": {26}, "layer_norm": {15}, "gelu": {15}}
+    pairs = sm.output_code_map(GPU_OUTPUT_CODE, nodes)
+    found = sm.kernel_user_lines(GPU_OUTPUT_CODE, pairs)
+    assert found == {"triton_per_fused_native_layer_norm_silu_0": {15, 26},
+                     "/tmp/work/inductor-cache/y3/cy3garw.py": {15, 26},
+                     "triton_poi_fused_gelu_1": {15}, "/tmp/work/inductor-cache/db/cdb2r45.py": {15}}
+
+
 def test_extern_kernel_mapped_through_source_nodes(entries):
     cid = "0/0_1"
     graph = next(e for e in torch_trace.of_kind(entries, "dynamo_output_graph") if e.compile_id == cid)

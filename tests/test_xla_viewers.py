@@ -10,7 +10,7 @@ import pytest
 import viewers
 from compiler.xla import hlo_text, sharding
 from compiler.xla import memory as xla_memory
-from viewers import memory, mesh, timeline
+from viewers import code, memory, mesh, timeline
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "xla")
 
@@ -177,3 +177,26 @@ def test_svg_stages_are_sanitized_when_written_and_when_shown():
     with pytest.raises(formats.FormatError):
         formats.get("svg").encode('<!DOCTYPE svg [<!ENTITY a "aaaa">]><svg xmlns="http://www.w3.org/2000/svg">&a;</svg>')
     assert "&lt;html&gt;" in viewers.render("svg", "<html>not svg</html>", {})
+
+
+def test_hlo_stack_frame_tables_are_folded_and_kept():
+    """XLA prints its stack-frame tables (FileNames ... StackFrames: 43 lines of paths here) between
+    `HloModule` and the first computation: the viewer folds them under one line that says what they
+    are; every line stays in the markup, numbered as in the raw text."""
+    text = fixture("attention_spmd.txt")
+    lines = text.split("\n")
+    first, last = code.hlo_metadata_lines(lines)
+    assert lines[first] == "FileNames" and lines[first - 2].startswith("HloModule")
+    assert lines[last].startswith("13 {file_location_id=13") and not lines[last + 1].strip()
+    html = code.render(text, "hlo")
+    fold = re.search(r'<details class="fold hlo-metadata"><summary class="fold-summary">(.*?)</summary>(.*?)</details>',
+                     html)
+    assert fold and fold.group(1).startswith(f"lines {first + 1}–{last + 1} ({last - first + 1} lines, folded): "
+                                             "XLA's stack-frame tables (FileNames, FunctionNames, FileLocations, "
+                                             "StackFrames)")
+    assert fold.group(2).count('class="ln"') == last - first + 1 and html.count('class="ln"') == len(lines) - 1
+    assert 'data-line="1"' in html.split("<details")[0]  # the module's header stays above the fold
+    # a module without the tables, a later page of a long one, another format: nothing is folded
+    assert code.hlo_metadata_lines(fixture("mlp_optimized.txt").split("\n")) is None
+    assert "<details" not in code.render("\n".join(lines[60:]), "hlo", first_line=61)
+    assert "<details" not in code.render(text, "text")

@@ -8,6 +8,7 @@ In an artifact with a source map, each line also shows M beside its number (`.sr
 """
 from __future__ import annotations
 
+import re
 from html import escape  # re-exported for viewers that label code
 
 from pygments import format as pygments_format
@@ -111,6 +112,45 @@ def _source_ref(sources: list[int] | None) -> str:
             f'<span class="sr-only">from source line </span>{sources[0]}</span>')
 
 
+# The stack-frame tables XLA prints between `HloModule` and the first computation (each table a
+# header line, then numbered entries): the files, functions and frames that each instruction's
+# `stack_frame_id=N` refers to. A viewer folds them: dozens of lines of paths before any HLO.
+_HLO_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_HLO_TABLE_ENTRY = re.compile(r"^\d+ ")
+
+
+def hlo_metadata_lines(lines: list[str]) -> tuple[int, int] | None:
+    """(first, last) index (0-based, inclusive) of the stack-frame tables of an HLO module's text,
+    from the first table's header to the last table's last entry; None where there are none (a
+    module without them, or a page of a long module past its head)."""
+    first = last = None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if first is None:
+            if stripped in _HLO_TABLES:
+                first = last = i
+            elif stripped and not stripped.startswith("HloModule"):
+                return None  # an instruction or computation before any table: none at the head
+            continue
+        if stripped in _HLO_TABLES or _HLO_TABLE_ENTRY.match(stripped):
+            last = i
+        elif stripped:
+            break
+    return (first, last) if first is not None else None
+
+
+def _fold(rows: list[str], first: int, last: int, first_line: int, lines: list[str]) -> list[str]:
+    """rows[first..last] inside a closed <details>: the lines stay in the page (and in the raw
+    text), one click away."""
+    tables = [t for t in _HLO_TABLES if any(line.strip() == t for line in lines[first:last + 1])]
+    count = last - first + 1
+    summary = (f'<summary class="fold-summary">lines {first + first_line}–{last + first_line} ({count} lines, '
+               f'folded): XLA\'s stack-frame tables ({", ".join(tables)}), the files and functions each '
+               'instruction\'s stack_frame_id names</summary>')
+    return [*rows[:first], f'<details class="fold hlo-metadata">{summary}{"".join(rows[first:last + 1])}</details>',
+            *rows[last + 1:]]
+
+
 def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | None = None,
            max_lines: int = 20000, ir_locations: object = None, ir_links: object = None,
            first_line: int = 1, instructions: str | None = None) -> str:
@@ -134,6 +174,9 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
             attrs += f' data-locs="{escape(" ".join(locations[number]))}"'
         rows.append(f'<span class="ln" data-line="{number}"{attrs}><span class="no">{number}</span>'
                     f'{_source_ref(sources) if by_line else ""}<span class="tx">{html}</span></span>')
+    folded = hlo_metadata_lines(all_lines[:len(rows)]) if lexer_name == "hlo" else None
+    if folded:
+        rows = _fold(rows, *folded, first_line, all_lines)
     note = (f'<p class="truncated">showing the first {max_lines} of {len(all_lines)} lines; '
             f'the raw text has all of them</p>') if truncated else ""
     located = f' data-ir-files="{escape(files)}"' if locations else ""

@@ -46,8 +46,8 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
 
     parts = [f'<svg class="memory-chart" xmlns="http://www.w3.org/2000/svg" width="100%" '
              f'viewBox="0 0 {width} {height}" role="img"><title>temp buffers over program order</title>',
-             f'<line x1="{left}" y1="{pad + ph}" x2="{left + pw}" y2="{pad + ph}" stroke="#333"/>',
-             f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{pad + ph}" stroke="#333"/>']
+             f'<line class="axis" x1="{left}" y1="{pad + ph}" x2="{left + pw}" y2="{pad + ph}" stroke="#333"/>',
+             f'<line class="axis" x1="{left}" y1="{pad}" x2="{left}" y2="{pad + ph}" stroke="#333"/>']
     for frac in (0, 0.5, 1):
         v = top * frac
         parts.append(f'<text x="{left - 4}" y="{y(v):.1f}" text-anchor="end" font-size="10">{escape(_fmt(v))}</text>')
@@ -64,7 +64,8 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
         parts.append(f'<line class="heap" x1="{left}" y1="{y(heap):.1f}" x2="{left + pw}" y2="{y(heap):.1f}" '
                      f'stroke="#777" stroke-dasharray="6 3"><title>the heap as XLA packed it: '
                      f'{escape(_fmt(heap))}</title></line>'
-                     f'<text x="{left + 4}" y="{max(y(heap) - 3, 10):.1f}" font-size="10" fill="#555">heap '
+                     f'<text class="heap-label" x="{left + 4}" y="{max(y(heap) - 3, 10):.1f}" font-size="10" '
+                     f'fill="#555">heap '
                      f'{escape(_fmt(heap))}</text>')
     if live:
         pts = " ".join(f"{left + (t + 0.5) * sx:.1f},{y(v):.1f}" for t, v in enumerate(live))
@@ -75,7 +76,8 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     parts.append(f'<line class="peak-step" x1="{px:.1f}" y1="{pad}" x2="{px:.1f}" y2="{pad + ph}" stroke="#d00" '
                  f'stroke-dasharray="2 2"/><circle class="peak" cx="{px:.1f}" cy="{y(peak):.1f}" r="4" fill="#d00" '
                  f'data-step="{at}" data-bytes="{peak}"><title>peak {escape(_fmt(peak))} live at step {at}</title>'
-                 f'</circle><text x="{left + pw}" y="{pad - 4}" text-anchor="end" font-size="11" fill="#d00">'
+                 f'</circle><text class="peak-label" x="{left + pw}" y="{pad - 4}" text-anchor="end" font-size="11" '
+                 f'fill="#d00">'
                  f'peak {escape(_fmt(peak))} live at step {at} ({escape(data.peak_instruction)})</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle" font-size="11">program order '
                  f'(0-{steps})</text></svg>')

@@ -1,10 +1,13 @@
 """Every GPU kernel of a job and what it uses (format "resources": compiler.formats.KernelResources,
 written by the Triton and PyTorch pipelines from the compilers' own outputs) -> HTML.
 
-One row per compiled kernel (each autotune config its own): warps and stages, the config it was
-compiled for, registers per thread, spill stores and loads, stack and local memory, static and
-dynamic shared memory, and the theoretical occupancy on its target with what limits it. A kernel
-that spills is flagged; a kernel's name opens its metadata stage.
+One row per compiled kernel (each autotune config its own): the lines of the user's source it came
+from, warps and stages, the config it was compiled for, registers per thread, spill stores and
+loads, stack and local memory, shared memory (static and dynamic, summed), and the theoretical
+occupancy on its target with what limits it. Headers are short (each says the rest on hover) and
+every figure stays on one line, so the table fits its pane; the target is said once above the table
+when every kernel has the same. A kernel that spills is flagged; a kernel's name opens its metadata
+stage.
 """
 from __future__ import annotations
 
@@ -15,33 +18,68 @@ from urllib.parse import quote
 from compiler import formats
 
 
+def _na(why: str = "not reported") -> str:
+    return f'<span class="na" title="{escape(why)}">-</span>'
+
+
 def _bytes(n: int | None) -> str:
     if n is None:
-        return '<span class="na">-</span>'
+        return _na()
     return f"{n:,} B" if n < 10 * 1024 else f"{n / 1024:,.1f} KiB"
 
 
 def _n(n: int | None) -> str:
-    return '<span class="na">-</span>' if n is None else f"{n:,}"
+    return _na() if n is None else f"{n:,}"
+
+
+def _spills(k: formats.KernelResource) -> str:
+    """Spill stores and loads in one cell: "0 B" when neither, else "stores / loads"."""
+    stores, loads = k.spill_stores_bytes, k.spill_loads_bytes
+    if stores is None and loads is None:
+        return f'<td class="num spill-bytes">{_na()}</td>'
+    total = (stores or 0) + (loads or 0)
+    text = _bytes(0) if not total else f"{_bytes(stores)} / {_bytes(loads)}"
+    return (f'<td class="num spill-bytes" data-sort="{total}" title="spill stores / spill loads, bytes '
+            f'(ptxas -v)">{text}</td>')
+
+
+def _shared(k: formats.KernelResource) -> str:
+    """Static shared memory (the cubin's) and the dynamic shared memory of a launch, one cell: their
+    sum, each part in the cell's hover text."""
+    static, dynamic = k.static_shared_bytes, k.dynamic_shared_bytes
+    if static is None and dynamic is None:
+        return f'<td class="num shared">{_na()}</td>'
+    total = (static or 0) + (dynamic or 0)
+    parts = f"static {_bytes(static)} (the cubin's) + dynamic {_bytes(dynamic)} (asked for at launch)"
+    return f'<td class="num shared" data-sort="{total}" title="{escape(parts)}">{_bytes(total)}</td>'
 
 
 def _occupancy(occ: formats.Occupancy | None) -> str:
+    """The theoretical occupancy on one line, with what limits it below 100 %; the blocks and warps
+    behind it and the model in the cell's hover text."""
     if occ is None:
-        return '<td class="occupancy na">-</td><td class="limited-by"></td>'
+        return f'<td class="occupancy num">{_na("no occupancy estimate for this kernel")}</td>'
     if occ.waves_per_simd is not None:
         what = f"{occ.waves_per_simd} of {occ.max_waves_per_simd} waves per SIMD"
     else:
         what = f"{occ.blocks_per_sm} blocks, {occ.warps_per_sm} of {occ.max_warps_per_sm} warps per SM"
+    limit = ", ".join(occ.limited_by)
+    title = f"{what}" + (f"; limited by {limit}" if limit else "") + f". {occ.model}"
+    short = ", ".join(_SHORT_LIMITS.get(x, x) for x in occ.limited_by) if occ.percent < 100 else ""
     percent = escape(str(occ.percent))
-    return (f'<td class="occupancy" data-percent="{percent}" title="{escape(occ.model)}">'
-            f'<b>{percent} %</b> <span class="what">{escape(what)}</span></td>'
-            f'<td class="limited-by">{escape(", ".join(occ.limited_by))}</td>')
+    return (f'<td class="occupancy" data-percent="{percent}" title="{escape(title)}">'
+            f'<b>{percent} %</b>' + (f' <span class="what">{escape(short)}</span>' if short else "") + '</td>')
+
+
+# what limits an occupancy, as the occupancy cell says it (its hover text says it whole)
+_SHORT_LIMITS = {"registers": "regs", "shared memory": "smem"}
 
 
 def _lines(lines: list[int]) -> str:
     """The user's lines as ranges ("12-19, 23"), sortable by the first."""
     if not lines:
-        return '<td class="lines na">-</td>'
+        return ('<td class="lines na" title="the compiler\'s output names no line of your source for this '
+                'kernel">not traced</td>')
     runs: list[list[int]] = []
     for line in lines:
         if runs and line == runs[-1][1] + 1:
@@ -52,8 +90,32 @@ def _lines(lines: list[int]) -> str:
     return f'<td class="lines" title="lines of your source this kernel\'s code came from">{text}</td>'
 
 
-_COLUMNS = ("kernel", "source lines", "target", "warps", "stages", "config", "registers / thread", "spill stores",
-            "spill loads", "stack", "local", "static shared", "dynamic shared", "occupancy (theoretical)", "limited by")
+# (header, its hover text): short headers, so the table fits its pane
+_COLUMNS = (("kernel", "the kernel, .N its config N; its name opens its metadata"),
+            ("lines", "lines of your source the kernel's code came from"),
+            ("target", "the device it was compiled for"),
+            ("warps", "warps per block"), ("stages", "software-pipelining stages"),
+            ("config", "the constexprs it was compiled for (block sizes, ...)"),
+            ("regs", "registers per thread"), ("spills", "spill stores / spill loads, bytes (ptxas -v)"),
+            ("stack", "the stack frame ptxas reports"), ("local", "local memory per thread (the cubin's LOCAL)"),
+            ("shared", "shared memory per block: static (the cubin's) + dynamic (asked for at launch)"),
+            ("occupancy", "theoretical occupancy on the target, and what limits it"))
+
+
+_NUMERIC = {"warps", "stages", "regs", "spills", "stack", "local", "shared"}
+
+
+def _header(name: str, help_: str) -> str:
+    """A column's header: a button that sorts by it, its meaning in the hover text."""
+    cls = ' class="num"' if name in _NUMERIC else ""
+    return (f'<th{cls} title="{escape(help_)}"><button type="button" class="sort" '
+            f'title="sort by {escape(name)}: {escape(help_)}">{escape(name)}</button></th>')
+
+
+def _sentence(text: str) -> str:
+    """A note as a sentence of its own: capitalised, ending with a full stop."""
+    text = text.strip().rstrip(".")
+    return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
 def render(text: str, meta: dict[str, Any]) -> str:
@@ -62,23 +124,23 @@ def render(text: str, meta: dict[str, Any]) -> str:
     except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
     spilling = [k for k in data.kernels if k.spills]
+    targets = list(dict.fromkeys(k.target for k in data.kernels))
+    one_target = len(targets) == 1  # the target said once, above the table, instead of in every row
     rows = []
     for k in data.kernels:
         config = ", ".join(f"{name}={value}" for name, value in k.config.items())
-        occ = _occupancy(k.occupancy)
         rows.append(
             f'<tr class="kernel{" spills" if k.spills else ""}" data-kernel="{escape(k.kernel)}">'
             f'<td><a href="#stage={quote(k.stage, safe="")}">{escape(k.kernel)}</a>'
             + (' <span class="badge spill-flag" title="ptxas moved registers to local memory">spills</span>'
                if k.spills else "")
-            + f'</td>{_lines(k.lines)}<td>{escape(k.target)}</td><td>{_n(k.num_warps)}</td><td>{_n(k.num_stages)}</td>'
+            + f'</td>{_lines(k.lines)}' + ("" if one_target else f'<td>{escape(k.target)}</td>')
+            + f'<td class="num">{_n(k.num_warps)}</td><td class="num">{_n(k.num_stages)}</td>'
             f'<td class="config"><code>{escape(config)}</code></td>'
-            f'<td class="registers">{_n(k.registers)}' + (f' <span class="sgprs">({k.sgprs} SGPRs)</span>'
-                                                        if k.sgprs is not None else "") + '</td>'
-            f'<td class="spill-stores">{_bytes(k.spill_stores_bytes)}</td>'
-            f'<td class="spill-loads">{_bytes(k.spill_loads_bytes)}</td>'
-            f'<td>{_bytes(k.stack_bytes)}</td><td>{_bytes(k.local_bytes)}</td>'
-            f'<td>{_bytes(k.static_shared_bytes)}</td><td>{_bytes(k.dynamic_shared_bytes)}</td>{occ}</tr>')
+            f'<td class="num registers">{_n(k.registers)}' + (f' <span class="sgprs">({k.sgprs} SGPRs)</span>'
+                                                            if k.sgprs is not None else "") + '</td>'
+            f'{_spills(k)}<td class="num">{_bytes(k.stack_bytes)}</td><td class="num">{_bytes(k.local_bytes)}</td>'
+            f'{_shared(k)}{_occupancy(k.occupancy)}</tr>')
     models = sorted({k.occupancy.model for k in data.kernels if k.occupancy is not None})
     sources = sorted({k.source for k in data.kernels if k.source})
     # kernels told apart from their configs: `name.N` is the kernel `name`'s config N (from 0)
@@ -86,14 +148,19 @@ def render(text: str, meta: dict[str, Any]) -> str:
     configs = "" if len(names) == len(data.kernels) else (
         f" in {len(data.kernels)} compiled configs (<code>.N</code> after a name is that kernel's config N, "
         "counted from 0, one per autotuning candidate or specialisation)")
-    summary = (f'{len(names)} kernel{"" if len(names) == 1 else "s"}{configs}'
-               + (f", <b>{len(spilling)} spill</b>: " + ", ".join(escape(k.kernel) for k in spilling)
-                  if spilling else ", none spills") + ".")
+    where = f", compiled for <code>{escape(targets[0])}</code>" if one_target and targets else ""
+    if spilling:
+        spills = (f' <b>{len(spilling)} of {len(data.kernels)} spill{"s" if len(spilling) == 1 else ""}</b> '
+                  "registers to local memory: " + ", ".join(escape(k.kernel) for k in spilling) + ".")
+    else:
+        spills = " No kernel spills registers to local memory."
+    summary = f'{len(names)} kernel{"" if len(names) == 1 else "s"}{configs}{where}.' + spills
+    columns = [c for c in _COLUMNS if not (one_target and c[0] == "target")]
     return ('<div class="resources-view">'
             f'<p class="resources-summary">{summary}'
-            + (f" {escape(data.note)}." if data.note else "") + "</p>"
+            + (f" {escape(_sentence(data.note))}" if data.note else "") + "</p>"
             '<div class="table-scroll"><table class="data resources-table sortable"><thead><tr>'
-            + "".join(f'<th><button type="button" class="sort" title="sort by {h}">{h}</button></th>' for h in _COLUMNS)
+            + "".join(_header(h, help_) for h, help_ in columns)
             + '</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>'
             + "".join(f'<p class="model">Occupancy: {escape(m)}.</p>' for m in models)

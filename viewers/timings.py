@@ -1,5 +1,6 @@
 """A job's `timings` -> HTML: compile phases as a bar chart (SVG), eager vs compiled with their
-spread, accuracy, and every other number the pipeline measured, in a table."""
+spread and which is faster, accuracy, memory, and every other figure the pipeline measured, each
+labelled in words with its unit (a key no label names is read from its own words and suffix)."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,27 +12,121 @@ from compiler import formats
 _BAR_H, _LABEL_W, _CHART_W = 20, 190, 420
 
 
-def _bars(rows: list[tuple[str, float]], unit: str) -> str:
+def _bars(rows: list[tuple[str, float]], unit: str, spreads: dict[str, str] | None = None) -> str:
+    """One bar per (label, value); `spreads` adds words after a value ("± 0.4 ms IQR"). The bars'
+    fill and the words' colour are the page's theme's (static/ide.css: svg.bars)."""
     if not rows:
         return ""
     top = max(v for _, v in rows) or 1.0
     height = _BAR_H * len(rows) + 8
-    parts = [f'<svg class="bars" width="{_LABEL_W + _CHART_W + 90}" height="{height}" role="img">']
+    parts = [f'<svg class="bars" width="{_LABEL_W + _CHART_W + 190}" height="{height}" role="img">']
     for i, (label, value) in enumerate(rows):
         y = 4 + i * _BAR_H
         width = max(1.0, _CHART_W * value / top)
+        spread = (spreads or {}).get(label, "")
         parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 14}" text-anchor="end" font-size="12">{escape(label)}</text>'
                      f'<rect x="{_LABEL_W}" y="{y + 3}" width="{width:.1f}" height="{_BAR_H - 6}" fill="#0969da">'
                      f'<title>{escape(label)}: {value:g} {unit}</title></rect>'
-                     f'<text x="{_LABEL_W + width + 6:.1f}" y="{y + 14}" font-size="12">{value:.3g} {unit}</text>')
+                     f'<text x="{_LABEL_W + width + 6:.1f}" y="{y + 14}" font-size="12">{value:.3g} {unit}'
+                     f'{escape(" " + spread if spread else "")}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _table(values: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{escape(str(k))}</th><td class='num'>{escape(_fmt(v))}</td></tr>"
-                   for k, v in values.items() if not isinstance(v, dict))
-    return f'<table class="data">{rows}</table>' if rows else ""
+# What each figure a pipeline records measures, in words, and its unit ("" for words, "bytes"
+# shown in MiB or KiB, "count", "%"). A key not here is named from its own words and its unit
+# read from its suffix (_ms, _s, _bytes, _mb); see `_label`.
+_LABELS: dict[str, tuple[str, str]] = {
+    # run (compiler/pytorch/measure.py, compiler/xla/child.py)
+    "where": ("measured on", ""),
+    "what": ("one call runs", ""),
+    "statistic": ("how each time is taken", ""),
+    "seconds_per_side": ("time given to timing each side", "s"),
+    "profile_s": ("time spent profiling one call of each side", "s"),
+    "float64_reference": ("float64 reference of the accuracy check", ""),
+    "spread_ms": ("spread of the timed runs (slowest − fastest)", "ms"),
+    "min_ms": ("fastest timed run", "ms"),
+    "max_ms": ("slowest timed run", "ms"),
+    "repeats": ("timed runs", "count"),
+    "warmup": ("warm-up runs (not timed)", "count"),
+    "inputs": ("inputs", ""),
+    "skipped": ("not timed", ""),
+    "not_measured": ("left out (the job's time ran short)", ""),
+    # run_mode (compiler/pytorch/entry_points.py: RunMode)
+    "mode": ("run mode", ""),
+    "requested": ("run mode asked for", ""),
+    "run_memory_percent": ("share of the worker's memory a run may use", "%"),
+    "inputs_bytes": ("size of the example inputs", "bytes"),
+    "parameters_bytes": ("size of the model's parameters", "bytes"),
+    "memory_limit_mb": ("the worker's memory limit for a job", "MiB"),
+    "estimated_peak_bytes": ("estimated peak memory of the run", "bytes"),
+    "estimated_peak_without_float64_reference_bytes": ("estimated peak without the float64 reference", "bytes"),
+    "estimate_s": ("time spent estimating the peak", "s"),
+    "model": ("how the peak is estimated", ""),
+    "measured_peak_bytes": ("measured peak memory of the job's process", "bytes"),
+    "measured_how": ("how the measured peak is taken", ""),
+    "program": ("the source is a program (it calls the model itself)", ""),
+    # target (compiler/targets)
+    "name": ("target", ""),
+    "backend": ("backend", ""),
+    "arch": ("architecture", ""),
+    "warp_size": ("threads per warp", "count"),
+    "virtual": ("virtual (compiled for it, nothing ran)", ""),
+    "executed": ("ran on a device", ""),
+    "worker_device": ("the worker's own GPU", ""),
+    "device": ("device", ""),
+    "devices": ("devices", "count"),
+    "config": ("the target's description", ""),
+    "note": ("note", ""),
+    "imported": ("imported from a log made elsewhere", ""),
+    # job (service/runner.py)
+    "wall_s": ("from the job's start in the sandbox to its end", "s"),
+    "sandbox": ("sandbox", ""),
+    "worker": ("job process", ""),
+    "worker_was_ready": ("a job process was ready before the job came", ""),
+}
+
+# The sections of the other timings, by name; a timing not here is titled from its own words.
+_SECTIONS = {"run_mode": "Run mode", "target": "Target", "job": "The whole job"}
+
+# What each accuracy comparison compares (compiler/pytorch/measure.py).
+_ACCURACY = {"vs_eager": "compiled against eager",
+             "vs_float64_eager": "compiled against eager in float64 (the exact answer, nearly)",
+             "eager_vs_float64_eager": "eager against eager in float64 (the rounding eager itself has)"}
+
+_SUFFIXES = (("_ms", "ms"), ("_s", "s"), ("_bytes", "bytes"), ("_mb", "MiB"), ("_percent", "%"))
+
+
+def _label(key: str) -> tuple[str, str]:
+    """(what a figure measures, its unit) for a timing's key."""
+    if key in _LABELS:
+        return _LABELS[key]
+    for suffix, unit in _SUFFIXES:
+        if key.endswith(suffix):
+            return key[:-len(suffix)].replace("_", " "), unit
+    return key.replace("_", " "), ""
+
+
+def _bytes(n: float) -> str:
+    """Bytes in binary units: MiB from 1 MiB on, KiB below."""
+    if abs(n) >= 2**20:
+        return f"{n / 2**20:,.1f} MiB"
+    return f"{n / 2**10:,.1f} KiB" if abs(n) >= 2**10 else f"{n:,.0f} bytes"
+
+
+def _value(value: Any, unit: str) -> str:
+    """A figure in words with its unit: no Python list, None or True shown raw."""
+    if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
+        return _fmt(value)
+    if unit == "bytes":
+        return _bytes(value)
+    if unit == "count":
+        return f"{value:,.0f}"
+    if unit == "%":
+        return f"{value:g} %"
+    if unit:
+        return f"{_fmt(float(value))} {unit}"
+    return _fmt(value)
 
 
 def _fmt(value: Any) -> str:
@@ -39,12 +134,113 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
-        return "—"
+        return "none"
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
         return ", ".join(_fmt(v) for v in value) or "none"
     return str(value)
+
+
+def _rows(rows: list[tuple[str, str]]) -> str:
+    """A two-column table (what, how much); "" when there is nothing to show."""
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return f'<table class="data figures">{body}</table>' if body else ""
+
+
+def _labelled(values: dict[str, Any], skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Every plain figure of a timing, labelled (`_label`), with its unit."""
+    return [(_label(key)[0], _value(value, _label(key)[1])) for key, value in values.items()
+            if not isinstance(value, dict) and key not in skip]
+
+
+def _table(values: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    return _rows(_labelled(values, skip))
+
+
+def speed_words(speedup: float) -> tuple[str, bool]:
+    """("compiled 1.52× slower than eager", True) from eager time / compiled time."""
+    if speedup >= 1:
+        return f"compiled {speedup:.2f}× faster than eager", False
+    return f"compiled {1 / speedup:.2f}× slower than eager", True
+
+
+def _side(run: dict[str, Any], side: str) -> str:
+    """One side's time per call in words: its median, spread, and how many calls it rests on."""
+    median = run.get(f"{side}_ms")
+    if not isinstance(median, (int, float)):
+        return ""
+    words = f"median {median:.4g} ms per call"
+    iqr = run.get(f"{side}_iqr_ms")
+    if isinstance(iqr, (int, float)):
+        words += f", spread ± {iqr:.2g} ms (IQR of the timed blocks)"
+    elif isinstance(run.get("spread_ms"), (int, float)) and side == "compiled":
+        words += f", spread {run['spread_ms']:.2g} ms (slowest − fastest run)"
+    blocks, calls = run.get(f"{side}_repeats"), run.get(f"{side}_calls_timed")
+    if isinstance(blocks, int) and isinstance(calls, int):
+        words += f"; {blocks} timed block{'s' if blocks != 1 else ''}, {calls} call{'s' if calls != 1 else ''} in all"
+    seconds = run.get(f"{side}_measure_s")
+    if isinstance(seconds, (int, float)):
+        words += f", {seconds:.2g} s of timing"
+    return words
+
+
+_SIDE_KEYS = tuple(f"{side}_{k}" for side in ("eager", "compiled")
+                   for k in ("ms", "iqr_ms", "repeats", "calls_timed", "measure_s"))
+
+
+def _run_section(run: dict[str, Any], accuracy: dict[str, Any]) -> list[str]:
+    out = []
+    medians = [(name, float(run[f"{name}_ms"])) for name in ("eager", "compiled")
+               if isinstance(run.get(f"{name}_ms"), (int, float))]
+    spreads = {name: f"± {run[f'{name}_iqr_ms']:.2g} ms IQR" for name, _ in medians
+               if isinstance(run.get(f"{name}_iqr_ms"), (int, float))}
+    speedup = run.get("speedup")
+    verdict = ""
+    if isinstance(speedup, (int, float)) and not isinstance(speedup, bool) and speedup > 0:
+        words, slower = speed_words(float(speedup))
+        verdict = (f'<p class="verdict{" slower" if slower else ""}">{"<b>" if slower else ""}{escape(words)}'
+                   f'{"</b>" if slower else ""} (median time per call)</p>')
+    rows = [(f"{side}, time per call", _side(run, side)) for side in ("eager", "compiled") if _side(run, side)]
+    rows += _labelled({k: v for k, v in run.items() if not isinstance(v, (dict, list)) or k == "not_measured"},
+                      skip=(*_SIDE_KEYS, "speedup", "where", "what", "spread_ms"))
+    where = " · ".join(escape(str(run[k])) for k in ("where", "what") if run.get(k))
+    out.append(f"<h3>Run time</h3>{verdict}" + (f"<p class='note'>{where}</p>" if where else ""))
+    out.append(_bars(medians, "ms", spreads))
+    out.append(_rows(rows))
+    accuracy_rows = [(_ACCURACY.get(k, k.replace("_", " ")), _accuracy(v)) for k, v in accuracy.items()]
+    if accuracy_rows:
+        out.append("<h4>Accuracy: the largest differences between outputs</h4>" + _rows(accuracy_rows))
+    memory = run.get("memory")
+    if isinstance(memory, dict):
+        peaks = [(f"{k[:-len('_peak_bytes')]}, peak memory of one call", _bytes(v)) for k, v in memory.items()
+                 if k.endswith("_peak_bytes") and isinstance(v, (int, float))]
+        if peaks:
+            how = f"<p class='note'>{escape(str(memory['how']))}</p>" if memory.get("how") else ""
+            out.append("<h4>Memory</h4>" + how + _rows(peaks))
+    return out
+
+
+def _accuracy(value: Any) -> str:
+    if not isinstance(value, dict):
+        return _fmt(value)
+    if not value.get("compared"):
+        return "nothing compared (no floating-point output of the same shape)"
+    n = value["compared"]
+    parts = [f"largest {what} error {value[key]:.2g}" for key, what in (("max_abs_error", "absolute"),
+                                                                        ("max_rel_error", "relative"))
+             if isinstance(value.get(key), (int, float))]
+    return f"{', '.join(parts) or 'compared'} ({n} output{'s' if n != 1 else ''} compared)"
+
+
+def _other_section(name: str, value: dict[str, Any]) -> str:
+    """Another timing (run mode, target, the whole job): its sentence, then its figures in words."""
+    sentence = value.get("sentence") or value.get("summary")
+    skip = ("sentence", "summary") + (("note",) if value.get("note") == sentence else ())
+    body = (f"<p class='note'>{escape(str(sentence))}</p>" if sentence else "") + _table(value, skip=skip)
+    if not body:
+        return ""
+    return f"<h3>{escape(_SECTIONS.get(name, name.replace('_', ' ').capitalize()))}</h3>{body}"
 
 
 def render(timings: dict[str, Any]) -> str:
@@ -56,18 +252,18 @@ def render(timings: dict[str, Any]) -> str:
         out.append(f'<p class="notice" role="note"><b>Not measured</b>: {escape(n.get("phase", ""))} — '
                    f'{escape(n.get("why", ""))}{escape(setting)}. Every stage of the compile is here.</p>')
     if t.compile and t.compile.phases_s:
-        out.append(f"<h3>Compile time</h3><p class='note'>{escape(t.compile.source)}</p>")
+        source = f"<p class='note'>{escape(t.compile.source)}</p>" if t.compile.source else ""
+        out.append(f"<h3>Compile time</h3>{source}")
         out.append(_bars(t.compile.phases_s, "s"))
-    if t.run:
-        out.append(f"<h3>Run time</h3><p class='note'>{escape(t.run.where)}: "
-                   f"{escape(t.run.what)}, median per call after warm-up, "
-                   f"IQR as spread</p>")
-        out.append(_bars(t.run.medians_ms, "ms"))
-        out.append(_table(t.run.values))
-        if t.run.accuracy:
-            out.append("<h4>Accuracy (compiled vs eager)</h4>" + _table(t.run.accuracy))
+    run = timings.get("run")
+    if t.run and isinstance(run, dict):
+        out.extend(_run_section(run, t.run.accuracy))
     for name, value in t.others.items():
-        out.append(f"<h3>{escape(name)}</h3>" + _table(value))
+        out.append(_other_section(name, value))
     if t.compile and t.compile.events:
-        out.append("<h4>PyTorch compile events (seconds, summed)</h4>" + _table(t.compile.events))
+        events = _rows([(str(k), _value(v, "s")) for k, v in t.compile.events.items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)])
+        if events:
+            out.append("<details class='events'><summary>PyTorch's compile events: seconds in each, summed over "
+                       "its calls</summary>" + events + "</details>")
     return "".join(out) or "<p class='hint'>no timings recorded</p>"

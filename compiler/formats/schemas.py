@@ -316,7 +316,9 @@ class KernelResource(Record):
     spills: bool = False
     occupancy: Occupancy | None = None
     source: str = ""  # where the numbers come from
-    lines: list[int] = []  # the user's source lines the kernel's code came from (its TTIR's locations)
+    # the user's source lines the kernel's code came from: its TTIR's locations, or for Inductor's kernels the
+    # output code's source map of the kernel's definition (compiler/pytorch/source_map.kernel_user_lines)
+    lines: list[int] = []
 
 
 class KernelResources(Record):

@@ -4,6 +4,7 @@ them, run as pasted through the Triton run (compiler/kernels/program.py) with He
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from typing import Any
 
@@ -126,21 +127,40 @@ class HelionPipeline(TritonProgramPipeline):
         lines = module[1]
         return record.source_file, (record.source, record.def_line), lines.get
 
+    def _qualifiers(self) -> list[tuple[Any, str]]:
+        """Each Helion compile and the qualifier of its `helion.*:<q>` stages: the kernel's name,
+        numbered where the kernel was compiled in several configs."""
+        counts: dict[str, int] = {}
+        for compiled in self._helion.compiles:
+            counts[compiled.kernel] = counts.get(compiled.kernel, 0) + 1
+        seen: dict[str, int] = {}
+        out = []
+        for compiled in self._helion.compiles:
+            n = seen.get(compiled.kernel, 0)
+            seen[compiled.kernel] = n + 1
+            out.append((compiled, f"{compiled.kernel}.{n}" if counts[compiled.kernel] > 1 else compiled.kernel))
+        return out
+
+    def _file_names(self, record: Any, path: str) -> list[dict[str, str]]:
+        """Helion writes the Triton module it generates to a file named by its hash: the file every
+        location in the kernel's IR names. Its stages say which kernel of the user's that module is,
+        and which stage shows it (the compiler's text keeps the hashed name)."""
+        for compiled, q in self._qualifiers():
+            if compiled.module_file == record.source_file:
+                return [{"path": compiled.module_file, "file": os.path.basename(compiled.module_file),
+                         "name": f"the Triton code Helion generated for your kernel {compiled.kernel} "
+                                 "(its lines link to yours through Helion's # src[file:line] comments)",
+                         "stage": f"helion.triton_code:{q}", "stage_title": f"Triton code {q}"}]
+        return []
+
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         from compiler.helion.kernels import space_table
         modules = self._modules(path)
-        counts: dict[str, int] = {}
         if self._helion.failed_samples:
             bundle.add("helion.failed_samples", "Sampled configs not compiled", "Helion", "text",
                        "\n".join(self._helion.failed_samples) + "\n",
                        meta={"count": len(self._helion.failed_samples)})
-        for compiled in self._helion.compiles:
-            counts[compiled.kernel] = counts.get(compiled.kernel, 0) + 1
-        seen: dict[str, int] = {}
-        for compiled in self._helion.compiles:
-            n = seen.get(compiled.kernel, 0)
-            seen[compiled.kernel] = n + 1
-            q = f"{compiled.kernel}.{n}" if counts[compiled.kernel] > 1 else compiled.kernel
+        for compiled, q in self._qualifiers():
             text, lines = modules[compiled.module_file]
             meta = {"kernel": compiled.kernel, "chosen": compiled.chosen}
             bundle.add(f"helion.config:{q}", f"Config {q}", "Helion", "json",

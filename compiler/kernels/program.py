@@ -241,6 +241,11 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         one to show, a map from that file's lines to the user's or None for the identity)."""
         return path, ((record.source, record.def_line) if record.source_file == path else None), None
 
+    def _file_names(self, record: Any, path: str) -> list[dict[str, str]]:
+        """What the files a kernel's stages name are, for a reader, where a file is not the user's
+        own (stage meta `file_names`: `path`, `file`, `name`, `stage`; shown beside the stage)."""
+        return []
+
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         """The language's own stages, before its kernels'."""
 
@@ -278,6 +283,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
             located, source, to_user = self._kernel_source(record, path)
             rows.append(write_kernel_stages(bundle, record, qualifier, workdir, located, python_source=source,
                                             map_to_user=to_user, users_file=True,
+                                            file_names=self._file_names(record, path),
                                             extra_meta={"virtual": target_info["virtual"],
                                                         "executed": not target_info["virtual"]}))
         write_resource_table(bundle, rows, "Triton")

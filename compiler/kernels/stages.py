@@ -18,6 +18,14 @@ from compiler.kernels.resources import occupancy_record
 from compiler.pipeline import Bundle
 from compiler.targets import occupancy
 
+# The PTX stage's note, shown on the page as its first sentence with the rest folded under it
+# (compiler/kernels/gpu_lines.ptx_source_map is the rule it describes).
+PTX_NOTE = ("Each PTX line is linked to the source line named by the .loc directive above it, and every line "
+            "of an inline-asm block (between \"// begin inline asm\" and \"// end inline asm\") is linked to "
+            "the source line of the .loc just before the block. LLVM numbers the lines of an inline-asm "
+            "string as if they were lines of your source file, so the .loc lines inside a block name lines "
+            "that are not really there; irscope does not use them.")
+
 
 def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:
     """name -> the integer the first match of its pattern captures, for the patterns that match."""
@@ -40,7 +48,8 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                         map_to_user: Callable[[int], int | None] | None = None,
                         extra_meta: dict[str, Any] | None = None, group: str = "Triton",
                         disassembly: Callable[[], str | None] | None = None,
-                        users_file: bool = False) -> formats.KernelResource:
+                        users_file: bool = False,
+                        file_names: list[dict[str, str]] | None = None) -> formats.KernelResource:
     """Write `triton.source/ttir/ttgir/llir/ptx|amdgcn/sass/passes/metadata:<qualifier>`; returns
     the kernel's row of the job's resource table (compiler/kernels/resources.py: `write_resource_table`).
 
@@ -51,6 +60,9 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     the cubin already (`disassemble_sass`), waits for its listing; it is asked once the stages
     before SASS are written (else nvdisasm runs here then). `users_file`: the mapped lines are the
     user's own (not a generated module's), so the row names them (`KernelResource.lines`).
+    `file_names` says what files the compiler's text names that are not the user's (Helion's
+    generated module): every stage's meta `file_names`, shown beside the stage; the text is the
+    compiler's, unchanged.
     """
     to_user = map_to_user or (lambda line: line)
 
@@ -63,7 +75,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
         return out
 
     base_meta = {"kernel": record.name, "hash": record.hash, "target": _target_name(record.metadata.get("target")),
-                 **(extra_meta or {})}
+                 **(extra_meta or {}), **({"file_names": file_names} if file_names else {})}
     located = IrLinks(qualifier)
     user_lines: set[int] = set()
 
@@ -100,8 +112,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                                                      ".loc directives and their inlined_at call sites"),
                          "ptx_target": _first(r"^\.target\s+(\S+)", ptx),
                          "ptx_version": _first(r"^\.version\s+(\S+)", ptx),
-                         "note": "inside inline asm the .loc before the block is used: LLVM numbers "
-                                 "inline-asm lines as if they were source lines"})
+                         "note": PTX_NOTE})
     amdgcn = record.asm("amdgcn")
     if isinstance(amdgcn, str):
         bundle.add(f"triton.amdgcn:{qualifier}", f"AMDGCN {qualifier}", group, "amdgcn", amdgcn,
@@ -159,6 +170,10 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
         "compile_times_ms": {k: round(v / 1000.0, 3) for k, v in record.times_us.items()},
         "compile_total_ms": round(sum(record.times_us.values()) / 1000.0, 3),
     }
+    if record.dumps_skipped:
+        metadata["mlir_passes"] = (f"not kept: this process had kept {record.dumps_skipped >> 20} MiB of per-pass "
+                                   "dumps already (the job's disk is finite), so this kernel compiled without them; "
+                                   "compile it alone, or fewer autotune configs, to see its passes")
     if usage or record.ptxas_log:
         metadata["cubin_resource_usage"] = usage  # cuobjdump --dump-resource-usage
         metadata["ptxas"] = parse_ptxas_log(record.ptxas_log)

@@ -137,6 +137,7 @@ class KernelStages:
     def __init__(self, bundle: Bundle, workdir: str, gpu: GpuTarget, disassemblers: int = 1):
         self.bundle, self.workdir, self.gpu = bundle, workdir, gpu
         self.rows: list[Any] = []
+        self._files: dict[str, str] = {}  # a row's kernel -> the file Triton compiled it from
         self._compiles: dict[str, int] = {}  # kernel name -> its compilations so far
         self._failure: BaseException | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irscope-kernel-stages")
@@ -162,6 +163,7 @@ class KernelStages:
             return
         try:
             source = _read(record.source_file)
+            self._files[qualifier] = record.source_file or ""
             self.rows.append(write_stages(self.bundle, record, qualifier, self.workdir, record.source_file,
                                           python_source=(source, 1) if source else None,
                                           extra_meta={"virtual": True, "executed": False, "device": self.gpu.product,
@@ -171,13 +173,22 @@ class KernelStages:
         except Exception as e:  # noqa: BLE001 - kept for finish(): Triton's compile must not see it
             self._failure = e
 
-    def finish(self) -> None:
+    def finish(self, kernel_lines: dict[str, set[int]] | None = None) -> None:
+        """Wait for the last kernel's stages, then write the resource table. `kernel_lines`: the
+        user's lines of each kernel, by the file Triton compiled it from or by its name, as the
+        output codes' source maps name them (trace_stages.TraceStages.kernel_lines): each row's
+        `lines`, since a kernel's own stages map only into its generated file."""
+        from compiler.formats import kernel_of
         from compiler.kernels.resources import write_resource_table
         self.bundle.progress("writing the last kernels' stages")
         self._writer.shutdown(wait=True)
         self._disassembler.shutdown(wait=True)
         if self._failure is not None:
             raise self._failure
+        for row in self.rows if kernel_lines else ():
+            if not row.lines:
+                found = kernel_lines.get(self._files.get(row.kernel, "")) or kernel_lines.get(kernel_of(row.kernel))
+                row.lines = sorted(found or ())
         write_resource_table(self.bundle, self.rows, "Kernels",
                              note="every autotune config Inductor compiled is a row of its own")
 

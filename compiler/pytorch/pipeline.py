@@ -642,7 +642,7 @@ class _Capture:
         if self.world is not None and self.recorder is not None:
             _write_world(self.bundle, self.world, self.recorder, model, entries, graph_estimates, options, torch)
         if self.kernels is not None:
-            self.kernels.finish()
+            self.kernels.finish(self.stream.stages.kernel_lines)  # the rows' user lines, from the output codes
         return entries
 
 

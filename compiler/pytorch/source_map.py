@@ -148,6 +148,37 @@ def kernel_blocks(text: str) -> dict[str, tuple[int, int]]:
     return blocks
 
 
+_KERNEL_PATH = re.compile(r"^#\s*kernel path:\s*(?P<path>\S+)\s*$")
+
+
+def kernel_user_lines(text: str, pairs: list[list[int]]) -> dict[str, set[int]]:
+    """The user's lines each kernel an output code defines came from, read from the output code's
+    source map `pairs` (`output_code_map`'s: the first line of a kernel's definition carries them).
+    Keyed by the kernel's name and, where Inductor names it in the `# kernel path:` comment above
+    the definition, by that file, the one Triton compiles the kernel from (names may repeat in a
+    backward graph's output code; paths do not)."""
+    by_line: dict[int, set[int]] = {}
+    for artifact_line, user_line in pairs:
+        by_line.setdefault(artifact_line, set()).add(user_line)
+    lines = text.split("\n")
+    out: dict[str, set[int]] = {}
+    for first, line in enumerate(lines, start=1):
+        kernel = _KERNEL_START.match(line)
+        found = by_line.get(first) if kernel else None
+        if not found:
+            continue
+        name = kernel.group("name")
+        out.setdefault(name, set()).update(found)
+        above = first - 1  # the comments heading the definition (Source Nodes, graph fragment, kernel path)
+        while above >= 1 and lines[above - 1].startswith("#"):
+            path = _KERNEL_PATH.match(lines[above - 1])
+            if path:
+                out.setdefault(path.group("path"), set()).update(found)
+                break
+            above -= 1
+    return out
+
+
 _BREAK_AT = re.compile(r"Graph break in user code at (?P<path>.+?):(?P<line>\d+)")
 _TRAILING = re.compile(r"#\s*(?P<code>.*?)\s*#\s*(?P<path>\S+?):(?P<line>\d+) in \S+\s*$")
 

@@ -87,6 +87,9 @@ class TraceStages:
         self.entries: list[torch_trace.TraceEntry] = []
         self._ids: dict[str, _CompileId] = {}
         self._keys: set[str] = set()
+        # each GPU kernel's user lines, by name and by the file Triton compiles it from, as the output
+        # codes name them (source_map.kernel_user_lines): the kernels' rows of the resource table
+        self.kernel_lines: dict[str, set[int]] = {}
 
     def _add(self, key: str, title: str, group: str, fmt: str, value: Any, source_map: list[list[int]],
              meta: dict[str, Any] | None = None) -> None:
@@ -233,6 +236,9 @@ class TraceStages:
                 meta["note"] = self.output_code_note
             self._add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor",
                       "python", entry.payload, pairs, meta)
+            if self.link_lines:
+                for kernel, lines in torch_source_map.kernel_user_lines(entry.payload, pairs).items():
+                    self.kernel_lines.setdefault(kernel, set()).update(lines)
             _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
                                  ".backward" if suffix == ".backward" else "")
 
