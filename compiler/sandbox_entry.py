@@ -30,7 +30,7 @@ from compiler import registry, spare_template
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JOB_FILE, OUT_DIR, SPARE_READY, JobError, JobFile, Request
 from compiler.pipeline import Bundle, JobContext, OptionError, UserError
-from compiler.user_code import is_out_of_memory, user_error
+from compiler.user_code import disk_limit_error, is_out_of_memory, out_of_disk, user_error
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,10 @@ def main(argv: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 - a pipeline bug must still end the job with a message
         if is_out_of_memory(e):  # in any form (a C++ allocator, g++, ENOMEM): the limit, not a bug
             bundle.finish(user_error(e, "", settings, during=f"running the {request.language} pipeline").error)
+            return 0
+        full = out_of_disk(e)
+        if full is not None:  # the compiler's files (dumps, caches) filled the job's disk: the limit, not a bug
+            bundle.finish(disk_limit_error(full, settings, f"while the {request.language} pipeline wrote its files"))
             return 0
         traceback.print_exc()
         bundle.finish(JobError(ErrorKind.InternalError, f"irscope's {request.language} pipeline failed: "

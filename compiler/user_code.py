@@ -11,12 +11,13 @@ import os
 import re
 import runpy
 import sys
+import tempfile
 import traceback
 from typing import Any, Callable, Iterator
 
 from compiler import python_ast
 from compiler.errors import ErrorKind, UserFacing
-from compiler.model import JobSettings
+from compiler.model import JobError, JobSettings
 from compiler.pipeline import JobContext, UserError
 
 
@@ -192,6 +193,31 @@ def is_out_of_memory(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def out_of_disk(exc: BaseException) -> OSError | None:
+    """The "no space left" (or disk quota) error `exc` is, or was raised from; None if none."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def disk_limit_error(exc: OSError, limits: JobSettings, during: str) -> JobError:
+    """A job's files filled its disk while irscope or a compiler wrote them (not the user's own
+    write, which is their line's error): the limit it met, by where the write went."""
+    where = str(exc.filename or "")
+    if where.startswith(tempfile.gettempdir() + os.sep):
+        room = f"its /tmp holds {limits.tmp_size_mb} MiB (setting tmp_size_mb)"
+    else:
+        room = f"its job directory holds {limits.job_disk_mb} MiB (setting job_disk_mb)"
+    return JobError(ErrorKind.DiskLimit, f"the job ran out of disk {during}: {room}, and the files written there "
+                                         f"filled it ({exc.strerror or exc}{': ' + where if where else ''}). "
+                                         "Compile fewer kernels or autotune configs at once, or ask for more room.")
 
 
 def user_error(exc: BaseException, path: str, limits: JobSettings, kind: ErrorKind = ErrorKind.UserCodeError,

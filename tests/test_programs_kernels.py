@@ -96,6 +96,13 @@ PROGRAMS: dict[str, Expect] = {
         ('print(f"{start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
         ("assert torch.allclose(y, x * 2.0)", "torch.allclose: " + NOT_COMPARED))),
     "cute/relu_item.py": Expect(("relu",), stopped_at="zeros = int((y == 0).sum().item())"),
+    # FP8 kept in uint8 and retyped (`.element_type = ...`), tuned with cutlass.testing.tune
+    "cute/fp8_copy_tune.py": Expect(("fp8_copy",), (
+        ('best = testing.tune(configured, params_dict={"threads": [128, 256]})',
+         "cutlass.testing.tune: not timed: nothing ran on the virtual GPU; each of the 2 configs was made and called "
+         "once (2 compiled), and the first that compiled is returned: {'threads': 128}"),
+        ("us = testing.benchmark(compiled, kernel_arguments", "cutlass.testing.benchmark: " + NOT_TIMED),
+        ('assert torch.equal(src, dst), "the copy differs"', "torch.equal: " + NOT_COMPARED))),
 }
 
 

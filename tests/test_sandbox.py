@@ -128,3 +128,33 @@ def test_refuses_without_bubblewrap(tmp_path, monkeypatch):
     job = compile_and_wait(unsafe, "fake", "print('unsandboxed')\n")
     assert job["timings"]["job"]["sandbox"] == "none"
     assert stage_text(unsafe, job["id"], "run.stdout") == "unsandboxed\n"
+
+
+def test_a_compilers_files_filling_the_disk_is_the_disk_limit_not_irscopes_failure():
+    """Triton's fused-attention tutorial once ended "InternalError: irscope's triton pipeline failed:
+    OSError: [Errno 28] No space left on device": the compiler's own files had filled the job's
+    /tmp. A full disk met in irscope's or a compiler's code (however wrapped) is the limit, named
+    with its setting by where the write went (compiler/sandbox_entry.py)."""
+    import errno
+    import tempfile
+
+    from compiler.errors import ErrorKind
+    from compiler.model import JobSettings
+    from compiler.user_code import disk_limit_error, out_of_disk
+
+    full = OSError(errno.ENOSPC, "No space left on device", os.path.join(tempfile.gettempdir(), "work", "a.mlir"))
+    try:
+        try:
+            raise full
+        except OSError as e:
+            raise RuntimeError("Triton's compile failed") from e
+    except RuntimeError as wrapped:
+        assert out_of_disk(wrapped) is full
+    assert out_of_disk(OSError(errno.EACCES, "Permission denied")) is None
+    assert out_of_disk(ValueError("no")) is None
+    settings = JobSettings(tmp_size_mb=2048, job_disk_mb=1024)
+    error = disk_limit_error(full, settings, "while the triton pipeline wrote its files")
+    assert error.kind is ErrorKind.DiskLimit
+    assert "its /tmp holds 2048 MiB (setting tmp_size_mb)" in error.message and "a.mlir" in error.message
+    in_job = disk_limit_error(OSError(errno.ENOSPC, "No space left on device", "/job/out/stage.txt"), settings, "then")
+    assert "its job directory holds 1024 MiB (setting job_disk_mb)" in in_job.message

@@ -305,3 +305,54 @@ def test_pass_dumps_go_through_tritons_buffered_stream_and_read_as_they_did_on_s
         assert text.startswith("// -----// IR Dump Before ") and "irscope.flush" not in text and "xxxxxxxx" not in text
         assert len(mlir_passes.parse_dumps(text)) > 5, ext
     assert stderr["writes"] > 20_000 and stream["writes"] < 200, (stderr["writes"], stream["writes"])
+
+
+_DUMP_BUDGET = r'''
+import json, os, sys
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from compiler.kernels.capture import KernelCapture
+
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+dumps = os.path.join(sys.argv[1], "dumps")
+capture = KernelCapture(dumps, dump_budget_bytes=int(sys.argv[2]))
+knobs.cache.dir = os.path.join(sys.argv[1], "cache")
+with capture.installed():
+    for block in (64, 128):
+        triton.compile(ASTSource(scale, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": block}),
+                       target=GPUTarget("cuda", 90, 32))
+json.dump({"records": [{"dumped": sorted(r.dump_paths), "skipped": r.dumps_skipped, "final": sorted(r.final_ir),
+                        "ptx": ".entry scale" in (r.asm("ptx") or "")} for r in capture.ordered()],
+           "files": sorted(name for name in os.listdir(dumps) if name.endswith(".passes.mlir"))},
+          open(os.path.join(sys.argv[1], "out.json"), "w"))
+'''
+
+
+def test_pass_dumps_stop_at_their_budget_and_later_stages_compile_undumped(tmp_path):
+    """A program of many kernels and autotune configs dumps more passes than a job's disk holds
+    (Triton's fused-attention tutorial: 2.7 GB; the job ended InternalError, "No space left on
+    device"). KernelCapture keeps dumps up to its budget: with a budget of one byte, the first
+    stage of the first kernel is dumped, and every later stage compiles without dumps, its record
+    saying how much was kept already, each kernel still compiled to PTX with its final IR."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "budget.py"  # a file: @triton.jit reads the kernel's source from it
+    script.write_text(_DUMP_BUDGET)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    first, second = out["records"]
+    assert first["dumped"] == ["ttir"] and second["dumped"] == [], out
+    assert first["skipped"] > 0 and second["skipped"] == first["skipped"], out
+    assert first["final"] == second["final"] == ["llir", "ttgir", "ttir"] and first["ptx"] and second["ptx"], out
+    assert len(out["files"]) == 1 and out["files"][0].endswith(".ttir.passes.mlir"), out["files"]

@@ -125,7 +125,21 @@ def fake_cute_tensor(dtype: Any, shape: tuple, stride: tuple, assumed_align: int
 
     fake.mark_layout_dynamic = layout_dynamic
     fake.mark_compact_shape_dynamic = compact_shape_dynamic
+    # `tensor.element_type = cutlass.Float8E4M3FN` on a from_dlpack tensor reinterprets its storage
+    # (FP8 kept in uint8: DLPack has no FP8); CuTe's fake tensors refuse it, so the same layout is
+    # made again with the new type (VirtualLaunches.installed routes the setter here)
+    fake._irscope_retyped = lambda new_type: fake_cute_tensor(new_type, shape, stride, assumed_align)
     return fake
+
+
+def _retype(tensor: Any, new_type: Any, original: property) -> None:
+    """The element_type setter of CuTe's fake tensors while a job runs: an irscope fake (made for a
+    FakeTensor passed to from_dlpack) takes the type; any other keeps CuTe's own answer."""
+    retyped = getattr(tensor, "_irscope_retyped", None)
+    if retyped is None:
+        original.fset(tensor, new_type)
+        return
+    tensor._typed_tensor = retyped(new_type)._typed_tensor
 
 
 class VirtualLaunches:
@@ -184,9 +198,12 @@ class VirtualLaunches:
         JitCompiledFunction.__call__ = call
         BaseDSL._prepare_compilation = prepare
         if self.virtual:
-            for owner, name in saved:
+            for owner, name in list(saved):
                 if name == "from_dlpack":
                     setattr(owner, name, from_dlpack)
+            fake_type = runtime._FakeTensor
+            original = saved[(fake_type, "element_type")] = fake_type.__dict__["element_type"]
+            fake_type.element_type = property(original.fget, lambda t, new_type: _retype(t, new_type, original))
         try:
             yield
         finally:

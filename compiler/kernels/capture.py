@@ -19,6 +19,11 @@ from compiler.kernels.jit_location import jit_def_line, jit_file
 
 # Triton's stages that run MLIR pass managers, in order; their per-pass dumps make `triton.passes`.
 MLIR_STAGES = ("ttir", "ttgir", "llir")
+# The per-pass dumps one process keeps, in bytes. A job's directories hold job_disk_mb (1 GiB by
+# default) and a program of many kernels and autotune configs dumps more (Triton's fused-attention
+# tutorial: 2.7 GB): its first kernels keep their passes, the later ones compile undumped and
+# their metadata says why (compiler/kernels/stages.py).
+DUMP_BUDGET_BYTES = 192 << 20
 
 
 @dataclass
@@ -28,6 +33,7 @@ class CompiledRecord:
     hash: str
     name: str = ""
     dump_paths: dict[str, str] = field(default_factory=dict)  # stage -> its MLIR per-pass dumps
+    dumps_skipped: int = 0  # > 0: its stages ran undumped, this many bytes of dumps being kept already
     final_ir: dict[str, str] = field(default_factory=dict)  # stage -> module after its last pass
     ptxas_log: str = ""
     files: dict[str, str] = field(default_factory=dict)  # Triton's cache files: "add_kernel.ptx" -> path
@@ -55,10 +61,13 @@ class KernelCapture:
     """Installs Triton's stage-inspection hook and compilation listener for the duration; each
     compilation becomes a CompiledRecord, in compilation order."""
 
-    def __init__(self, dump_dir: str, on_compiled: Callable[[CompiledRecord], None] | None = None):
+    def __init__(self, dump_dir: str, on_compiled: Callable[[CompiledRecord], None] | None = None,
+                 dump_budget_bytes: int = DUMP_BUDGET_BYTES):
         self.dump_dir = dump_dir
         self.records: dict[str, CompiledRecord] = {}
         self.on_compiled = on_compiled  # called with each record as its compilation ends
+        # the per-pass dumps kept so far, and how many bytes may be: past it a stage runs undumped
+        self.dumped_bytes, self.dump_budget_bytes = 0, dump_budget_bytes
         os.makedirs(dump_dir, exist_ok=True)
         # Triton prints the dumps through its buffered MLIR_DUMP_PATH stream, split by stage
         # (compiler/kernels/dump_stream.py), or to stderr where a Triton has none.
@@ -82,6 +91,17 @@ class KernelCapture:
     def _wrap_stage(self, ext: str, stage_fn: Callable[[Any, dict], Any]) -> Callable[[Any, dict], Any]:
         def run_stage(src: Any, metadata: dict) -> Any:
             record = self._record(metadata)
+            if ext in MLIR_STAGES and self.dumped_bytes >= self.dump_budget_bytes:
+                # Triton still prints the passes (MLIR_ENABLE_DUMP is read once per process): to
+                # nowhere, the stream being aside between stages (or stderr pointed at /dev/null)
+                record.dumps_skipped = self.dumped_bytes
+                if dump_stream.available(self.dump_dir):
+                    result = stage_fn(src, metadata)
+                else:
+                    with _stderr_to(os.devnull):
+                        result = stage_fn(src, metadata)
+                record.final_ir[ext] = str(src if ext == "llir" else result)
+                return result
             if ext in MLIR_STAGES:
                 path = os.path.join(self.dump_dir, f"{record.hash[:16]}.{ext}.passes.mlir")
                 record.dump_paths[ext] = path
@@ -98,6 +118,8 @@ class KernelCapture:
                         except BaseException:
                             failed.append(True)
                             raise
+                if os.path.exists(path):
+                    self.dumped_bytes += os.path.getsize(path)
                 # ttir/ttgir return the module they ran on; llir translates `src` to LLVM after its
                 # pass manager ran on it in place, so `src` now holds the last MLIR of the stage.
                 final = src if ext == "llir" else result

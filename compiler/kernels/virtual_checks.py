@@ -113,7 +113,14 @@ class VirtualChecks:
                         (helion_testing, "do_bench", self._benchmark("helion._testing.do_bench"))]
         if "cutlass" in libraries:
             import cutlass.cute.testing as cute_testing
-            patches.append((cute_testing, "benchmark", self._cute_benchmark))
+            patches.append((cute_testing, "benchmark", self._cute_benchmark("cutlass.cute.testing.benchmark")))
+            try:  # CUTLASS's examples also import the benchmark and autotuner of `cutlass.testing`
+                import cutlass.testing as cutlass_testing
+            except ImportError:
+                cutlass_testing = None
+            if cutlass_testing is not None:
+                patches += [(cutlass_testing, "benchmark", self._cute_benchmark("cutlass.testing.benchmark")),
+                            (cutlass_testing, "tune", self._cute_tune)]
         with contextlib.ExitStack() as stack:
             for owner, name, value in patches:
                 if hasattr(owner, name):
@@ -145,15 +152,44 @@ class VirtualChecks:
             return [math.nan] if return_mode == "all" else math.nan
         return bench
 
-    def _cute_benchmark(self, callable: Callable[..., Any], *, kernel_arguments: Any = None,
-                        workspace_generator: Callable[[], Any] | None = None, **options: Any) -> float:
-        """`cutlass.cute.testing.benchmark`: the compiled function called once on its arguments;
-        microseconds NaN."""
-        arguments = kernel_arguments if kernel_arguments is not None else \
-            workspace_generator() if workspace_generator is not None else None
-        callable(*getattr(arguments, "args", ()), **getattr(arguments, "kwargs", {}))
-        self.note("cutlass.cute.testing.benchmark", NOT_TIMED)
-        return math.nan
+    def _cute_benchmark(self, name: str) -> Callable[..., float]:
+        """CuTe's `benchmark` (`cutlass.cute.testing`'s and `cutlass.testing`'s): the compiled
+        function called once on its arguments; microseconds NaN."""
+        def bench(callable: Callable[..., Any], *, kernel_arguments: Any = None,
+                  workspace_generator: Callable[[], Any] | None = None, **options: Any) -> float:
+            arguments = kernel_arguments if kernel_arguments is not None else \
+                workspace_generator() if workspace_generator is not None else None
+            callable(*getattr(arguments, "args", ()), **getattr(arguments, "kwargs", {}))
+            self.note(name, NOT_TIMED)
+            return math.nan
+        return bench
+
+    def _cute_tune(self, func: Callable[..., Callable[[], Any]], params_dict: dict[str, list[Any]] | None = None,
+                   kernel_arguments: Any = None, **options: Any) -> dict[str, Any]:
+        """`cutlass.testing.tune`: each config's function made and called once, in CUTLASS's order, so
+        that every config compiles; a config that raises is skipped, as CUTLASS skips it. No time can
+        pick one, so the first config that compiled is returned. When none compiled, the last
+        config's own error is raised (CUTLASS says only "No best kernel found", which hides why)."""
+        import itertools
+        if params_dict is None:
+            raise ValueError("params_dict must be provided")
+        args, kwargs = getattr(kernel_arguments, "args", ()), getattr(kernel_arguments, "kwargs", {})
+        configs = [dict(zip(params_dict, values)) for values in itertools.product(*params_dict.values())]
+        compiled: list[dict[str, Any]] = []
+        failure: Exception | None = None
+        for config in configs:
+            try:
+                func(*args, **{**kwargs, **config})()
+            except Exception as e:  # noqa: BLE001 - CUTLASS's tune skips a config that raises (a value read is no Exception)
+                failure = e
+                continue
+            compiled.append(config)
+        self.note("cutlass.testing.tune", f"not timed: nothing ran on the virtual GPU; each of the {len(configs)} "
+                                          f"configs was made and called once ({len(compiled)} compiled), and the "
+                                          f"first that compiled is returned: {compiled[0] if compiled else 'none'}")
+        if not compiled:
+            raise failure if failure is not None else ValueError("No best kernel found")
+        return compiled[0]
 
     def _perf_report_run(self) -> Callable[..., Any]:
         checks = self
