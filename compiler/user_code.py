@@ -181,30 +181,27 @@ _OUT_OF_MEMORY = re.compile(r"not enough memory|can't allocate memory|cannot all
                             r"std::bad_alloc|virtual memory exhausted", re.I)
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """True when `exc`, or an exception it was raised from, is a failure to get memory."""
+def _raised_from(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then each exception it was raised from (its cause, else its context), once each."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, MemoryError) or (isinstance(current, OSError) and current.errno == errno.ENOMEM):
-            return True
-        if type(current).__name__ == "OutOfMemoryError" or _OUT_OF_MEMORY.search(str(current)):
-            return True
+        yield current
         current = current.__cause__ or current.__context__
-    return False
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True when `exc`, or an exception it was raised from, is a failure to get memory."""
+    return any(isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM)
+               or type(e).__name__ == "OutOfMemoryError" or _OUT_OF_MEMORY.search(str(e))
+               for e in _raised_from(exc))
 
 
 def out_of_disk(exc: BaseException) -> OSError | None:
     """The "no space left" (or disk quota) error `exc` is, or was raised from; None if none."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return current
-        current = current.__cause__ or current.__context__
-    return None
+    return next((e for e in _raised_from(exc) if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)),
+                None)
 
 
 def disk_limit_error(exc: OSError, limits: JobSettings, during: str) -> JobError:
