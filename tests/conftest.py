@@ -19,6 +19,10 @@ import pytest
 from app import create_app
 from compiler import python_ast, registry
 
+# The session's background compiles parse on their threads while pytest rewrites each test module's
+# asserts and the tests read sources with ast.parse: one lock for all of them (compiler/python_ast.py).
+python_ast.guard_every_parse()
+
 # The browser tests' fixtures (one Chromium, a real server per module, the watched page).
 pytest_plugins = ["tests.browser"]
 

@@ -204,3 +204,22 @@ def test_the_web_process_parses_one_source_at_a_time():
         assert asking.is_alive() and not made, "the reproducer parsed while another parse was under way"
     asking.join(10)
     assert made and made[0] is not None and "torch.nn.Linear(2, 2)" in made[0]
+
+
+def test_the_test_process_guards_every_parse():
+    """In the test process, pytest's assertion rewriter and the tests' own source checks call
+    ast.parse beside the session's background compiles (one CI run failed in test_docs' parse):
+    every ast.parse there, whoever calls it, waits for the parse under way."""
+    import ast
+    import threading
+
+    from compiler import python_ast
+
+    trees: list[ast.AST] = []
+    with python_ast.LOCK:
+        parsing = threading.Thread(target=lambda: trees.append(ast.parse("x = 1")))
+        parsing.start()
+        parsing.join(0.5)
+        assert parsing.is_alive() and not trees, "ast.parse ran while another parse held the parser"
+    parsing.join(10)
+    assert isinstance(trees[0].body[0], ast.Assign)
