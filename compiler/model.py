@@ -147,6 +147,7 @@ class JobSettings:
     run_memory_percent: int = 50
     import_max_files: int = 2000
     import_max_unpacked_mb: int = 512
+    pass_dump_mb: int = 192
 
     @property
     def memory_bytes(self) -> int:
@@ -163,6 +164,10 @@ class JobSettings:
     @property
     def stage_bytes(self) -> int:
         return self.max_stage_kb << 10
+
+    @property
+    def pass_dump_bytes(self) -> int:
+        return self.pass_dump_mb << 20
 
     @property
     def import_unpacked_bytes(self) -> int:

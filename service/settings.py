@@ -126,6 +126,9 @@ SETTINGS: tuple[Setting, ...] = (
                                            "are written (past it the import is refused as a possible "
                                            "decompression bomb)."),
     _job("import_max_files", "Most files and directories an uploaded archive may hold."),
+    _job("pass_dump_mb", "Triton's per-pass IR dumps (the MLIR passes of each kernel) one job process keeps, in "
+                         "MiB, within job_disk_mb: past it, later kernels compile without them and their "
+                         "metadata says so."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("examples_dir", "", "Directory of the examples gallery's lessons (one `<slug>/lesson.toml` each); "
                                 "empty: the repository's `examples/`."),

@@ -9,6 +9,7 @@ from compiler import mlir_text
 from compiler.kernels import gpu_lines, mlir_passes
 from compiler.kernels.nvidia_tools import parse_ptxas_log
 from compiler.kernels.stages import parse_amdgcn_usage
+from compiler.model import JobSettings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -178,7 +179,7 @@ def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finis
     from compiler.kernels.capture import CompiledRecord, KernelCapture
 
     seen: list[tuple[str, int]] = []
-    capture = KernelCapture(str(tmp_path / "dumps"), on_compiled=lambda r: seen.append((r.hash, os.getpid())))
+    capture = KernelCapture(str(tmp_path / "dumps"), JobSettings().pass_dump_bytes, on_compiled=lambda r: seen.append((r.hash, os.getpid())))
 
     def compiles(name):
         def unit():
@@ -223,7 +224,7 @@ def test_spread_stops_its_helpers_when_this_processs_own_unit_fails(tmp_path):
     from compiler.kernels import parallel
     from compiler.kernels.capture import KernelCapture
 
-    capture = KernelCapture(str(tmp_path / "dumps"))
+    capture = KernelCapture(str(tmp_path / "dumps"), JobSettings().pass_dump_bytes)
     marks = tmp_path / "marks"
     marks.mkdir()
 
@@ -257,6 +258,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from compiler.kernels import dump_stream
 from compiler.kernels.capture import KernelCapture
+from compiler.model import JobSettings
 
 @triton.jit
 def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
@@ -270,7 +272,7 @@ def writes():  # write(2) calls this process made so far
 stream, out = dump_stream.available, {}
 for mode in ("stderr", "stream"):  # stderr first: it needs MLIR_DUMP_PATH unset, as Triton starts
     dump_stream.available = stream if mode == "stream" else (lambda dump_dir: False)
-    capture = KernelCapture(os.path.join(sys.argv[1], mode))
+    capture = KernelCapture(os.path.join(sys.argv[1], mode), JobSettings().pass_dump_bytes)
     knobs.cache.dir = os.path.join(sys.argv[1], mode, "cache")
     before = writes()
     with capture.installed():
@@ -322,7 +324,7 @@ def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
 
 dumps = os.path.join(sys.argv[1], "dumps")
-capture = KernelCapture(dumps, dump_budget_bytes=int(sys.argv[2]))
+capture = KernelCapture(dumps, int(sys.argv[2]))
 knobs.cache.dir = os.path.join(sys.argv[1], "cache")
 with capture.installed():
     for block in (64, 128):

@@ -124,13 +124,14 @@ assert torch.cuda.get_device_capability() == (9, 0)
 assert torch._C._accelerator_getAccelerator() == torch.device("cuda")
 from compiler.pytorch import compile_only
 from compiler.kernels.capture import KernelCapture
+from compiler.model import JobSettings
 mode = compile_only.fake_mode()
 with mode:
     x = torch.randn(8, 32, device="cuda", requires_grad=True)
     mask = torch.ones(8, 32, dtype=torch.bool, device=x.device).tril()  # a factory call on the device
     (x.masked_fill(~mask, 0.0) * torch.zeros(32).cuda()).sum().backward()  # .cuda() and autograd
     print("grad", x.grad.device, tuple(x.grad.shape))
-    capture = KernelCapture({str(tmp_path / "mlir")!r})
+    capture = KernelCapture({str(tmp_path / "mlir")!r}, JobSettings().pass_dump_bytes)
     with capture.installed():
         compiled = torch.compile(torch.nn.ReLU(), backend=compile_only.inductor_backend(None, None, None))
         print("out", compiled(x.detach()).device)

@@ -19,11 +19,6 @@ from compiler.kernels.jit_location import jit_def_line, jit_file
 
 # Triton's stages that run MLIR pass managers, in order; their per-pass dumps make `triton.passes`.
 MLIR_STAGES = ("ttir", "ttgir", "llir")
-# The per-pass dumps one process keeps, in bytes. A job's directories hold job_disk_mb (1 GiB by
-# default) and a program of many kernels and autotune configs dumps more (Triton's fused-attention
-# tutorial: 2.7 GB): its first kernels keep their passes, the later ones compile undumped and
-# their metadata says why (compiler/kernels/stages.py).
-DUMP_BUDGET_BYTES = 192 << 20
 
 
 @dataclass
@@ -61,12 +56,15 @@ class KernelCapture:
     """Installs Triton's stage-inspection hook and compilation listener for the duration; each
     compilation becomes a CompiledRecord, in compilation order."""
 
-    def __init__(self, dump_dir: str, on_compiled: Callable[[CompiledRecord], None] | None = None,
-                 dump_budget_bytes: int = DUMP_BUDGET_BYTES):
+    def __init__(self, dump_dir: str, dump_budget_bytes: int,
+                 on_compiled: Callable[[CompiledRecord], None] | None = None):
         self.dump_dir = dump_dir
         self.records: dict[str, CompiledRecord] = {}
         self.on_compiled = on_compiled  # called with each record as its compilation ends
-        # the per-pass dumps kept so far, and how many bytes may be: past it a stage runs undumped
+        # The per-pass dumps kept so far, and how many bytes may be (the job's pass_dump_mb): a job's
+        # directories hold job_disk_mb and a program of many kernels and autotune configs dumps more
+        # (Triton's fused-attention tutorial: 2.7 GB). Past it a stage runs undumped and its
+        # record says so (compiler/kernels/stages.py).
         self.dumped_bytes, self.dump_budget_bytes = 0, dump_budget_bytes
         os.makedirs(dump_dir, exist_ok=True)
         # Triton prints the dumps through its buffered MLIR_DUMP_PATH stream, split by stage

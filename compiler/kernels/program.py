@@ -122,7 +122,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         target_info = describe_target(target, execute, real, torch.cuda.get_device_name(0) if execute else None)
         bundle.timing("target", target_info)
 
-        capture = self._capture = KernelCapture(os.path.join(workdir, "mlir-passes"))
+        capture = self._capture = KernelCapture(os.path.join(workdir, "mlir-passes"), ctx.settings.pass_dump_bytes)
         recorder = LaunchRecorder(path, execute)
         sink = user_code.CappedText(ctx.settings.output_bytes)
         checks = VirtualChecks(path)

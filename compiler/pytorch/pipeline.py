@@ -617,7 +617,7 @@ class _Capture:
         kernels = gpu_codegen.KernelStages(bundle, ctx.workdir, gpu, gpu_codegen.job_processes(ctx.settings.job_cpus)) \
             if gpu is not None else None
         order = gpu_codegen.config_order(bundle) if gpu is not None and not options["export"] else None
-        kernel_capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"),
+        kernel_capture = KernelCapture(os.path.join(ctx.workdir, "mlir-passes"), ctx.settings.pass_dump_bytes,
                                        on_compiled=kernels.write) if kernels is not None else None
         stream = _follow_trace(ctx, path, " ".join(_output_code_notes(run_mode, world, gpu) + [PROVENANCE_NOTE]),
                                torch)
