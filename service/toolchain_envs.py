@@ -36,9 +36,10 @@ DEFAULT_DIR = os.path.join(PROJECT_ROOT, "toolchains")
 MANIFEST = "irscope-toolchain.json"
 _NAME = re.compile(r"^(torch|triton|jax|helion)-(\d+(?:\.\d+){1,3})$")
 # What irscope's code in the sandbox imports besides a compiler (compiler/: the bundle's formats,
-# drawings, the peak-memory reading) and what pasted models commonly import (einops), pinned at the
+# drawings, the peak-memory reading) and what pasted programs commonly import (einops in model code,
+# tabulate in benchmark tables: Triton's tutorials print with it), pinned at the
 # project's own versions (requirements.lock).
-JOB_SIDE_PACKAGES = ("msgspec", "defusedxml", "psutil", "graphviz", "numpy", "einops", "protobuf")
+JOB_SIDE_PACKAGES = ("msgspec", "defusedxml", "psutil", "graphviz", "numpy", "einops", "tabulate", "protobuf")
 # A family's packages besides its own (the project's torch for a standalone Triton: the Triton
 # language runs the program's tensors on PyTorch's fake tensors).
 _COMPANIONS = {"torch": ("helion",), "triton": ("torch=={torch}",), "jax": ("jaxlib=={version}",),

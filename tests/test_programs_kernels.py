@@ -212,9 +212,9 @@ def test_a_value_read_ends_the_program_and_later_kernels_do_not_compile(compiled
 
 
 def test_one_warm_up_builds_the_kernel_languages_virtual_device_and_their_jobs_load_it(tmp_path):
-    """The virtual CUDA device's library (g++, about 25 s of a core) is the kernel languages' one
-    toolchain cache: a server's start-up warm-up builds it once for Triton, Gluon, Helion and CuTe
-    (compiler/kernels/toolchain_cache.py), and their jobs load it. A job on a server without it
+    """The virtual CUDA device's library (g++ against torch's headers, about 1.5 s of a core here) is
+    the kernel languages' one toolchain cache: a server's start-up warm-up builds it once for Triton,
+    Gluon, Helion and CuTe (compiler/kernels/toolchain_cache.py), and their jobs load it. A job on a server without it
     builds its own, and says so."""
     from compiler import registry
     cold = make_app(tmp_path / "cold", languages="triton", workers=1)  # no warm-up

@@ -1,8 +1,10 @@
 """
 Low-memory dropout
 ==================
-Dropout whose mask is regenerated from a seed instead of stored, timed with CUDA events.
+Dropout whose mask is regenerated from a seed instead of stored, timed with CUDA events; the launch
+grid of each size printed as a table.
 """
+import tabulate
 import torch
 
 import triton
@@ -42,3 +44,7 @@ end.record()
 torch.cuda.synchronize()
 print(f"dropout: {start.elapsed_time(end) / 10:.3f} ms per call")
 print(triton.testing.do_bench_cudagraph(lambda: seeded_dropout(x, p=0.5, seed=7)))
+
+sizes = [1 << 10, 1 << 16, 1 << 20]
+print(tabulate.tabulate([[n, 1024, triton.cdiv(n, 1024)] for n in sizes],
+                        headers=["elements", "BLOCK_SIZE", "programs"]))
