@@ -96,6 +96,14 @@ PROGRAMS: dict[str, Expect] = {
         ('print(f"{start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
         ("assert torch.allclose(y, x * 2.0)", "torch.allclose: " + NOT_COMPARED))),
     "cute/relu_item.py": Expect(("relu",), stopped_at="zeros = int((y == 0).sum().item())"),
+    # a persistent grid sized by cutlass.utils.HardwareInfo, as CUTLASS's persistent GEMMs size theirs
+    "cute/persistent_scale.py": Expect(("scale",), (
+        ("sms = hardware_info.get_device_multiprocessor_count()", "cutlass.utils.HardwareInfo."
+                                                                  "get_device_multiprocessor_count: 132: the virtual "
+                                                                  "NVIDIA H100 80GB HBM3's published SM count"),
+        ("max_active_clusters = hardware_info.get_max_active_clusters(1)",
+         "cutlass.utils.HardwareInfo.get_max_active_clusters: 132: estimated, no driver to ask"),
+        ("torch.testing.assert_close(y, x * alpha)", "torch.testing.assert_close: " + NOT_COMPARED))),
     # FP8 kept in uint8 and retyped (`.element_type = ...`), tuned with cutlass.testing.tune
     "cute/fp8_copy_tune.py": Expect(("fp8_copy",), (
         ('best = testing.tune(configured, params_dict={"threads": [128, 256]})',

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from typing import Iterator
 
 from compiler.errors import ErrorKind
 from compiler.kernels.toolchain_cache import VirtualDeviceCache
@@ -125,6 +124,7 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
             if not execute:
                 from torch._subclasses.fake_tensor import FakeTensorMode
 
+                from compiler.cute import virtual_device
                 from compiler.targets import virtual_gpu
                 # .cuda() and the device's factory calls on fake tensors, torch.cuda as the examples ask it
                 runtime = virtual_gpu.runtime_for_job(ctx.toolchain_cache, workdir)
@@ -132,8 +132,8 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
                 target_info.update(runtime.report())
                 bundle.timing("target", target_info)
                 virtual_gpu.install_program_cuda(target, path)
-                stack.enter_context(_no_cuda_context())
                 stack.enter_context(checks.installed(("cutlass",)))  # checks and benchmarks: no values
+                stack.enter_context(virtual_device.answered(target, checks))  # the driver's questions
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
                 stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
@@ -181,14 +181,3 @@ def _real_cuda_target() -> str | None:
     from compiler.targets import virtual_gpu
     real = virtual_gpu.real_cuda_target_name()
     return real if real and real.startswith("cuda:") else None
-
-
-@contextlib.contextmanager
-def _no_cuda_context() -> Iterator[None]:
-    """CuTe's examples start with `cutlass.cuda.initialize_cuda_context()` (the CUDA driver's
-    context on device 0); a virtual target has no driver and no device, so there is none: None."""
-    from unittest import mock
-
-    import cutlass.cuda
-    with mock.patch.object(cutlass.cuda, "initialize_cuda_context", lambda *args, **kwargs: None):
-        yield
