@@ -179,7 +179,8 @@ def test_spread_hands_each_helpers_records_over_and_leaves_what_it_did_not_finis
     from compiler.kernels.capture import CompiledRecord, KernelCapture
 
     seen: list[tuple[str, int]] = []
-    capture = KernelCapture(str(tmp_path / "dumps"), JobSettings().pass_dump_bytes, on_compiled=lambda r: seen.append((r.hash, os.getpid())))
+    capture = KernelCapture(str(tmp_path / "dumps"), JobSettings().pass_dump_bytes,
+                            on_compiled=lambda r: seen.append((r.hash, os.getpid())))
 
     def compiles(name):
         def unit():

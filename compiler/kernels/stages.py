@@ -172,8 +172,9 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
     }
     if record.dumps_skipped:
         metadata["mlir_passes"] = (f"not kept: this process had kept {record.dumps_skipped >> 20} MiB of per-pass "
-                                   "dumps already (the pass_dump_mb setting; the job's disk is finite), so this kernel "
-                                   "compiled without them; compile it alone, or fewer autotune configs, to see its passes")
+                                   "dumps already (the pass_dump_mb setting; the job's disk is finite), so this "
+                                   "kernel compiled without them; compile it alone, or fewer autotune configs, to see "
+                                   "its passes")
     if usage or record.ptxas_log:
         metadata["cubin_resource_usage"] = usage  # cuobjdump --dump-resource-usage
         metadata["ptxas"] = parse_ptxas_log(record.ptxas_log)
