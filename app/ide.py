@@ -21,6 +21,7 @@ from service import stage_reader, toolchain_envs
 from service.glance import glance
 from service.jobs import RequestError
 from service.store import Job
+from viewers import compile_ids
 from viewers import timings as timings_viewer
 from viewers.explanations import explanation_for
 
@@ -44,6 +45,15 @@ def _grouped(stages: list) -> "OrderedDict[str, list]":
     for stage in stages:
         groups.setdefault(stage.group, []).append(stage)
     return groups
+
+
+def _offered(job: Job) -> list:
+    """The stages the stage bar offers: those with text. An empty one (the output of a program that
+    printed nothing) is no tab, unless the job failed and no stage explains it (stage_beside_error
+    finds none): then what it did not print is all there is to read (_empty_stage says so)."""
+    if job.status == "failed" and not stage_beside_error(job.stages):
+        return list(job.stages)
+    return [s for s in job.stages if s.size]
 
 
 # A stage of one GPU kernel: `triton.ptx:<kernel>`, `cute.sass:<kernel>` (compiler/kernels/stages.py),
@@ -98,28 +108,43 @@ def stage_beside_error(stages: list) -> str:
     return ""
 
 
+# What a finished job opens by itself, the most useful first: Inductor's output code, a kernel's
+# PTX, XLA's optimized module, Dynamo's graph, the fake language's lines (a key or its `key:` kind).
+_OPENS_FIRST = ("inductor.output_code", "triton.ptx", "xla.optimized", "dynamo.fx_graph", "fake.lines")
+
+
+@bp.app_template_filter("stage_to_open")
+def stage_to_open(job: Job) -> str:
+    """The one rule for the stage a job's page opens by itself, decided once the job has ended
+    ("" while it runs), so a run watched live and its repeat answered from the store (or its
+    permalink) open the same one: a failed job's stage beside its error; else the first of
+    _OPENS_FIRST the job wrote, in the stage bar's order; else the first other stage with text
+    (the worker's log last); else the first stage."""
+    if not job.finished:
+        return ""
+    beside = stage_beside_error(job.stages) if job.status == "failed" else ""
+    if beside:
+        return beside
+    written = [s for group in _grouped(job.stages).values() for s in group if s.size and s.key != "source"]
+    for kind in _OPENS_FIRST:
+        found = next((s for s in written if s.key == kind or s.key.startswith(kind + ":")), None)
+        if found is not None:
+            return found.key
+    others = [s for s in written if s.key != "worker.log"] or written or job.stages
+    return others[0].key if others else ""
+
+
 @bp.app_template_filter("slug")
 def _slug(group: str) -> str:
     """An id-safe name for a stage group (ids of the tab bar's OOB swap targets)."""
     return re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-") or "group"
 
 
-_COMPILE_ID = re.compile(r"\[(\d+)/(\d+)(?:_(\d+))?\]")
-
-
 @bp.app_template_filter("compile_id_help")
 def _compile_id_help(title: str) -> str:
-    """What a stage title's Dynamo compile id `[frame/compile]` or `[frame/compile_attempt]` means,
-    in words for the tab's hover text; "" for a title without one."""
-    m = _COMPILE_ID.search(title)
-    if not m:
-        return ""
-    frame, compile_, attempt = m.group(1), int(m.group(2)), m.group(3)
-    words = (f"[{m.group(0)[1:-1]}]: frame {frame} (Dynamo numbers the functions it compiles from 0), "
-             + ("its first compile" if compile_ == 0 else f"recompile {compile_} of it (a guard failed)"))
-    if attempt:
-        words += f", attempt {attempt} (Dynamo restarted its analysis {attempt} time{'s' if attempt != '1' else ''})"
-    return words
+    """What a stage title's Dynamo compile id means (frame, compile, attempt), in words for hover
+    text; "" for a title without one."""
+    return compile_ids.explain(title)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.:;])\s+(?=[A-Z(`'\"])")
@@ -152,7 +177,7 @@ def _bar_context(job: Job) -> dict:
     position = svc.store.queue_position(job.id) if job.status == "queued" else None
     reproducible = job.finished and registry.get(job.request.language).reproducer(job.request, job.toolchain,
                                                                                    job.id) is not None
-    return {"job": job, "groups": _grouped(job.stages), "poll_ms": svc.web.poll_interval_ms,
+    return {"job": job, "groups": _grouped(_offered(job)), "poll_ms": svc.web.poll_interval_ms,
             "queue_position": position, "version": _version(job, position),
             "reproducible": reproducible, "glance": glance(svc.store, job),
             "other_toolchains": [t["name"] for t in toolchain_choices(job.request.language)
@@ -254,9 +279,11 @@ def job_updates(job_id: str):
     context = _bar_context(job)
     if since == len(job.stages) and request.args.get("v") == context["version"]:
         return "", 204
-    before = _grouped(job.stages[:since])
+    # the page's bar: its first `since` stages, those with text (a running job's offer, _offered)
+    shown = [s for s in job.stages[:since] if s.size]
+    before, shown_keys = _grouped(shown), {s.key for s in shown}
     changes = []  # (kind, group name, all stages of the group, stages new to the page)
-    for group, new in _grouped(job.stages[since:]).items():
+    for group, new in _grouped([s for s in _offered(job) if s.key not in shown_keys]).items():
         every = context["groups"][group]
         form = group_form(every)
         if group not in before:
@@ -307,7 +334,8 @@ def stage_pane(job_id: str, key: str):
 
 def _empty_stage(key: str) -> str:
     """What an empty stage's pane says instead of an empty box (a program that printed nothing
-    still has its output stage, so a reader can tell "nothing printed" from "not captured")."""
+    still has its output stage, so a reader can tell "nothing printed" from "not captured"): the bar
+    offers it only where it is all a failed job has (_offered); its address and the API still reach it."""
     words = {"run.stdout": "The program printed nothing.", "worker.log": "The worker logged nothing."}.get(
         key, "This stage is empty: the compiler wrote nothing to it.")
     return f'<p class="hint empty-stage">{words}</p>'

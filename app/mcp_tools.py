@@ -65,7 +65,9 @@ STAGE_GUIDE = """Stage keys (a key without its ":qualifier" picks the first of i
   through Triton's compiler; triton.ptxas:<kernel> is ptxas's report. SASS is what the GPU runs.
 - kernels.resources: one row per GPU kernel: registers, spills, shared/local memory, occupancy.
 - xla.stablehlo, xla.before_optimizations, xla.optimized, xla.pass:<n>, xla.memory, xla.schedule:
-  XLA's input, HLO before and after its passes, each pass's snapshot, buffers, the schedule."""
+  XLA's input, HLO before and after its passes, each pass's snapshot, buffers, the schedule. A JAX
+  program that calls jax.jit itself has them per jitted function: xla.optimized:<module> (jit_f),
+  xla.pass:<module>/<n>, ...; xla.jitted lists the modules."""
 
 
 @dataclass

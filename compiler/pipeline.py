@@ -196,6 +196,12 @@ class Pipeline:
     # empty: `toolchain_packages`.
     requires: tuple[str, ...] = ()
 
+    def packages_used(self, options: dict[str, Any]) -> tuple[str, ...]:
+        """Which of `toolchain_packages` compile a job with these normalised options: the versions
+        the job records, shows and is cached by. All of them, unless an option leaves some unused
+        (XLA's CPU target and the CUDA plugin)."""
+        return self.toolchain_packages
+
     def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
         """Why a toolchain with these distributions (canonical name -> version) cannot run a job
         with these normalised options, naming what it lacks; None when it can. A pipeline adds the

@@ -128,7 +128,6 @@ class Jobs:
         if chain is None:  # a stored request whose toolchain was removed since
             raise RequestError(f"no toolchain {chosen_toolchain(request.options)!r} is installed on this server; "
                                f"installed: {toolchain_envs.names(self.config.toolchains_dir)}")
-        tools = toolchain(request.language, chain)
         placement: dict[str, Any] = {}
         queue = routing.CPU_QUEUE
         if self.live_queues is not None:
@@ -136,6 +135,7 @@ class Jobs:
             request, where = routing.place(request, self.live_queues(),
                                            target_option.choices if target_option else ())
             placement, queue = where.to_json(), where.queue
+        tools = toolchain(request.language, chain, request.options)  # of the request as it will be compiled
         key = request.cache_key(tools, {"target": placement["target"], "virtual": placement["virtual"]}
                                 if placement.get("target") else None)
         known = self.store.find_reusable(key, REUSED_KINDS) if self.config.reuse_results else None

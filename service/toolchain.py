@@ -9,19 +9,22 @@ import importlib.metadata
 import platform
 import shutil
 import subprocess
+from typing import Any
 
 from compiler import registry
 from service.toolchain_envs import Toolchain
 
 
-def toolchain(language: str, chain: Toolchain | None = None) -> dict[str, str]:
+def toolchain(language: str, chain: Toolchain | None = None, options: dict[str, Any] | None = None) -> dict[str, str]:
     """irscope's version and those of `language`'s packages in `chain` (None: the default
     toolchain); another toolchain than the default is named too (`toolchain`), so its jobs are
-    keyed apart even where the versions a language names agree."""
+    keyed apart even where the versions a language names agree. With a job's `options`, only the
+    packages that compile that job (Pipeline.packages_used: no CUDA plugin for XLA:CPU)."""
     versions = {"irscope": _version("irscope")}
     if chain is not None and not chain.default:
         versions["toolchain"] = chain.name
-    for package in registry.get(language).toolchain_packages:
+    pipeline = registry.get(language)
+    for package in pipeline.toolchain_packages if options is None else pipeline.packages_used(options):
         versions[package] = chain.version(package) if chain is not None and not chain.default else _version(package)
     return versions
 

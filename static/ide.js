@@ -265,7 +265,6 @@
   });
 
   // --- a job's results: first useful stage, error line, share ------------------------------------
-  var preferred = ["inductor.output_code", "triton.ptx", "xla.optimized", "dynamo.fx_graph", "fake.lines"];
   function jobStatus() {
     var state = document.querySelector("#results .status .state");
     return state ? state.dataset.status : null;
@@ -276,7 +275,6 @@
       "#results .stage-tabs [role=tab], #results .stage-tabs .stage-select option[value]:not([value=''])"));
   }
   function keyOf(el) { return el.dataset.key || el.value; }
-  function hasText(el) { return el.dataset.size !== "0"; }  // an empty stage is never opened by itself
   function findStage(offered, key) {
     // a key, or a key without its :qualifier (the first stage of that kind), as the store reads it
     return offered.filter(function (el) { return keyOf(el) === key; })[0] ||
@@ -296,31 +294,26 @@
   }
   function autoOpen() {
     // Opens one stage by itself, once per job shown; never replaces a pane already chosen. The
-    // stage the address names comes first (once the job has it; a running job may not yet).
+    // stage the address names comes first (once the job has it; a running job may not yet). Else
+    // the job's own choice, made once it has ended by one rule on the server (the status line's
+    // data-open-stage, app/ide.py: stage_to_open): a run watched live and its repeat answered from
+    // the store open the same stage, whatever order the stages arrived in.
     var pane = document.getElementById("pane");
     if (opened || !pane || pane.querySelector(".artifact")) { return; }
     var offered = offeredStages();
     var pick = null;
     var status = jobStatus();
+    var ended = status === "done" || status === "failed";
     if (wanted && wanted.stage) {
       pick = findStage(offered, wanted.stage);
-      if (!pick && status !== "done" && status !== "failed") { return; }
+      if (!pick && !ended) { return; }
       if (!pick) { wanted = null; }
     }
-    if (!pick) { preferred.some(function (p) {
-      pick = offered.filter(function (el) { return keyOf(el).indexOf(p) === 0 && hasText(el); })[0];
-      return pick;
-    }); }
-    // a failed job: the stage its error names as the one that helps (the last the compiler produced
-    // before the failure, else what the program printed; app/ide.py: stage_beside_error)
-    var beside = document.querySelector("#results .error-box[data-open-stage]");
-    if (!pick && status === "failed" && beside && beside.dataset.openStage) {
-      pick = findStage(offered, beside.dataset.openStage);
-    }
-    if (!pick && (status === "done" || status === "failed")) {
-      // the worker's log last: it is the job's own diagnostics, rarely what a reader wants first
-      var candidates = offered.filter(function (el) { return keyOf(el) !== "source" && hasText(el); });
-      pick = candidates.filter(function (el) { return keyOf(el) !== "worker.log"; })[0] || candidates[0] || offered[0];
+    if (!pick && !ended) { return; }
+    if (!pick) {
+      var state = document.querySelector("#results .status .state[data-open-stage]");
+      var chosen = state ? state.dataset.openStage : "";
+      pick = (chosen && findStage(offered, chosen)) || offered[0];
     }
     if (!pick) { return; }
     openStage(pick);

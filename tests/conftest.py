@@ -91,6 +91,20 @@ def compile_and_wait(client, language: str, source: str, options: dict | None = 
     return wait_job(client, response.get_json()["job"], timeout)
 
 
+def glance_of_bundle(db_dir, language: str, stages: list, text_of: Callable[[str], str]) -> list:
+    """The at-a-glance summary (service/glance.py) of a finished job holding `stages` (Stage records
+    of a result bundle, `text_of(key)` their texts), stored as the runner stores them."""
+    from compiler.model import Request
+    from service.glance import glance
+    from service.store import Store
+    store = Store(f"sqlite:///{db_dir}/glance.db")
+    store.create_job("j", "k", Request(language, "", {}), {})
+    for position, stage in enumerate(stages):
+        store.add_stage("j", position, stage, text_of(stage.key))
+    store.finish_job("j", None, {})
+    return [item.to_json() for item in glance(store, store.get_job("j"))]
+
+
 def stage_text(client, job_id: str, key: str) -> str:
     from urllib.parse import quote
     response = client.get(f"/api/jobs/{job_id}/stages/{quote(key, safe='')}")

@@ -4,7 +4,9 @@ test), at 1500x950 and at 800 px wide: what the compiler did at a glance, a grap
 that summary and marked in the editor, results that say they are stale once the source changes, an
 options menu that closes, a keyboard that is never trapped, a stage bar of a few rows with the open
 stage's first line on the first screen, long lines that wrap on request, kernels in a sortable
-table that fits its pane, and an error that leads with its point and shows no server path. Every
+table that fits its pane, an error that leads with its point and shows no server path (and no empty
+tab), a top bar of one row (two at 800 px) with every control whole, an FX drawing whose names read
+whole, a profile that names compiled graphs in words, and Gluon's kernels under Gluon's name. Every
 assertion is on what is visible (bounding boxes, the focus), not only on what is in the DOM.
 
 The server serves the store the session's `lesson_jobs` fixture compiled every lesson into, so a
@@ -22,7 +24,7 @@ import pytest
 
 from app import lessons
 from testbed.real_servers import ROOT
-from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, set_editor, wait_finished
+from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, set_editor, tab_keys, wait_finished
 
 pytestmark = BROWSER_MARKS
 
@@ -530,10 +532,12 @@ def test_an_error_leads_with_its_point_and_names_no_server_path(sized, server_da
     assert opened.startswith("dynamo."), opened
     assert page.get_attribute("#results .error-box", "data-open-stage") == opened
     assert "fake_tensor.py" not in page.inner_text("#pane .artifact-body")
-    # the program printed nothing: its output's pane says so instead of an empty box
-    open_stage(page, "run.stdout")
-    empty = page.locator("#pane .artifact-body .empty-stage")
-    assert empty.is_visible() and empty.inner_text() == "The program printed nothing."
+    # the program printed nothing: no empty "Program output" tab is offered (the error and the
+    # stage beside it say what happened); the stage's own address still says it printed nothing
+    assert "run.stdout" not in tab_keys(page) and not page.locator("#results .stage-tabs", has_text="Program output")\
+        .count()
+    job_id = page.get_attribute("#job-bar", "data-job")
+    assert "The program printed nothing." in page.request.get(f"/j/{job_id}/stage/run.stdout").text()
     set_editor(page, SHAPE_MISMATCH)  # leave the editor as the next size's test finds it
 
 
@@ -639,3 +643,104 @@ def test_helion_stages_name_the_generated_module_and_ptx_notes_are_sentences(wat
     legend.locator("a").click()
     page.wait_for_selector('#pane .artifact[data-key="helion.triton_code:matmul"]')
     assert "def _helion_matmul(" in page.inner_text("#pane .artifact-body")
+
+
+# Every control of the top bar: what a newcomer can see and press there.
+BAR_CONTROLS = """() => Array.from(document.querySelectorAll(
+    '.topbar a, .topbar button, .topbar select, .topbar input, .topbar summary'))
+    .filter(e => e.checkVisibility() && !e.closest('#options')).map(e => {
+      const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+      const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+      let text = 0;
+      if (e.tagName === 'SELECT') {  // the width the option it shows needs, in its own font
+        const ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = s.font;
+        text = ctx.measureText(e.options[e.selectedIndex].text).width;
+      }
+      return {name: e.id || e.textContent.trim().slice(0, 20), tag: e.tagName, left: r.left, right: r.right,
+              top: r.top, bottom: r.bottom,  // (a control that takes no pointer, one disabled, is seen through)
+              covered: s.pointerEvents !== 'none' && !(hit && (hit === e || e.contains(hit))),
+              text: text, inner: e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight),
+              cut: e.tagName === 'INPUT' && e.scrollWidth > e.clientWidth + 1}; })"""
+
+
+@pytest.mark.parametrize("slug", ["graph-break", "fsdp2-training"])
+def test_the_top_bar_is_one_row_wide_and_two_narrow_with_every_control_whole(sized, slug):
+    """At 1500x950 the top bar is one row; at 800 px it is two, and no control is cut, covered or off
+    the window: each inside the window, the one found at its middle, none overlapping another, each
+    picker as wide as the text it shows (the toolchain's versions whole), the permalink whole. On a
+    lesson's permalink (the permalink box shown), one with options changed too (two chips)."""
+    page, size = sized
+    open_lesson(page, lessons.by_slug(lessons.load(), slug))
+    assert page.locator("#option-chips .chip").count() == (2 if slug == "fsdp2-training" else 0)
+    width = page.viewport_size["width"]
+    bar = page.locator(".topbar").bounding_box()
+    controls = page.evaluate(BAR_CONTROLS)
+    names = {c["name"] for c in controls}
+    assert {"language", "options", "lesson-menu", "compile", "share", "share-url"} <= names, names
+    for c in controls:
+        assert 0 <= c["left"] and c["right"] <= width, c
+        assert bar["y"] <= c["top"] and c["bottom"] <= bar["y"] + bar["height"], (c, bar)
+        assert not c["covered"] and not c["cut"], c
+        if c["tag"] == "SELECT":
+            assert c["inner"] >= c["text"], c  # the option it shows is not cut off
+    for a in controls:
+        for b in controls:
+            if a is not b and a["left"] < b["left"]:
+                assert a["right"] <= b["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"], (a, b)
+    rows = {round(c["top"] + (c["bottom"] - c["top"]) / 2) // 20 for c in controls}
+    assert len(rows) == (1 if size == "wide" else 2), (rows, controls)
+    assert bar["height"] < (48 if size == "wide" else 80), bar
+
+
+def test_the_fx_graph_drawing_reads_every_name_whole(watched):
+    """The FX graph drawn by Graphviz: each node's lines (name, target, type) read whole, the
+    underscores of torch._C._nn.linear included: no line's box runs into the next line's (an
+    underscore set there read as a gap), and every line inside its node's box."""
+    page = watched.page
+    open_lesson(page, GRAPH_BREAK)
+    open_stage(page, next(k for k in tab_keys(page) if k.startswith("dynamo.fx_graph_drawing:")))
+    nodes = page.evaluate("""() => Array.from(document.querySelectorAll('#pane .graph-view g.node')).map(g => {
+        const box = g.querySelector('polygon, ellipse, path').getBoundingClientRect();
+        return {box: {left: box.left, top: box.top, right: box.right, bottom: box.bottom},
+                lines: Array.from(g.querySelectorAll('text')).map(t => { const r = t.getBoundingClientRect();
+                  return {text: t.textContent, left: r.left, top: r.top, right: r.right, bottom: r.bottom}; })}; })""")
+    lines = [line["text"] for node in nodes for line in node["lines"]]
+    assert "torch._C._nn.linear" in lines, lines
+    for node in nodes:
+        for above, below in zip(node["lines"], node["lines"][1:]):
+            assert above["bottom"] <= below["top"], (above, below)
+        for line in node["lines"]:
+            assert node["box"]["left"] <= line["left"] and line["right"] <= node["box"]["right"], (line, node["box"])
+            assert node["box"]["top"] <= line["top"] and line["bottom"] <= node["box"]["bottom"], (line, node["box"])
+
+
+def test_the_profile_names_each_compiled_graph_in_words(watched):
+    """The profile of one compiled call names each compiled graph's call by its compile id and the
+    user's function, not by the hash the profiler gives it (that is on hover only)."""
+    page = watched.page
+    open_lesson(page, GRAPH_BREAK)
+    open_stage(page, "run.kernels")
+    table = page.locator("#pane table.profile-table")
+    text = table.inner_text()
+    assert "CompiledFxGraph" not in text, text
+    labels = page.locator("#pane table.profile-table .profile-label")
+    assert labels.count() >= 2 and labels.first.is_visible()
+    words = labels.all_inner_texts()
+    assert any(re.fullmatch(r"compiled graph \[0/0(_1)?\](, backward)?: forward\(\), line \d+", w)
+               for w in words), words
+    hover = labels.evaluate_all("ls => ls.map(l => l.title)")
+    assert all(re.search(r"## Call CompiledFxGraph \w+ ##", t) for t in hover), hover
+
+
+def test_gluon_kernels_are_under_their_own_language(watched):
+    """Gluon's kernel stages and their table are under a GLUON heading (as CuTe's are under CuTe's),
+    not Triton's: the user wrote Gluon."""
+    page = watched.page
+    open_lesson(page, lessons.by_slug(lessons.load(), "gluon-layouts"))
+    headings = page.locator("#results .stage-tabs .group-name").all_inner_texts()
+    group = page.locator('#results .stage-tabs .group:has([data-key^="triton.ptx:"], option[value^="triton.ptx:"])')
+    assert group.locator(".group-name").inner_text() == "GLUON" and group.locator(".group-name").is_visible()
+    assert "TRITON" not in headings, headings
+    table = '#results .stage-tabs .group:has([data-key="kernels.resources"], option[value="kernels.resources"])'
+    assert page.locator(table + " .group-name").inner_text() == "GLUON"

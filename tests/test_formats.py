@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -55,6 +56,26 @@ def test_viewers_read_the_typed_record():
     assert "<pre" in viewers.render("timeline", '{"computations": [{"computation": "<b>"}]}')
 
 
+def test_a_profiled_compiled_graph_is_named_in_words_not_by_its_hash():
+    """The profile names a compiled graph's call (a hash, as the profiler gives it) by its `labels`:
+    in the table and the timeline the words show, the profiler's own name only on hover."""
+    raw = "## Call CompiledFxGraph fe6gjwoaj3c4qh6z7s3cxperi66grh65li7h32d2a4nccbhrnwtn ##"
+    words = "compiled graph [0/0], backward: forward(), line 9"
+    data = {"table": [{"name": raw, "calls": 1, "self_us": 9.0, "total_us": 30.0},
+                      {"name": "aten::addmm", "calls": 1, "self_us": 20.0, "total_us": 20.0}],
+            "events": [{"name": raw, "start_us": 0, "dur_us": 30.0},
+                       {"name": "aten::addmm", "start_us": 1, "dur_us": 20.0}],
+            "where": "host CPU", "labels": {raw: words}}
+    html = viewers.render("profile", formats.get("profile").encode(data))
+    shown = re.sub(r'title="[^"]*"|<title>.*?</title>', "", html)
+    assert "fe6gjwoaj" not in shown and f">{words}</span>" in shown and "<code>aten::addmm</code>" in shown
+    assert f'title="as the profiler names it: {raw}"' in html
+    assert f">{words[:45]}…</text>" in html  # the timeline's row: the words, cut to its label column
+    # a profile stored before labels existed still reads
+    old = {k: v for k, v in data.items() if k != "labels"}
+    assert f"<code>{raw}</code>" in viewers.render("profile", formats.get("profile").encode(old))
+
+
 def test_timings_are_declared_and_read_in_one_place(tmp_path):
     bundle = Bundle(str(tmp_path / "out"))
     bundle.timing("compile", {"dynamo_tracing_s": 0.25, "total_s": 2, "source": "events", "events": {"a": 1.0}})
@@ -86,3 +107,19 @@ def test_bundle_manifest_file_is_the_manifest(tmp_path):
     assert written == bundle.manifest.to_json()
     assert [s.key for s in read_manifest(str(tmp_path / "out")).stages] == ["a", "b"]
     assert written["stages"][0]["source_map"] == [[1, 3], [2, 4]] and written["timings"]["compile"]["stages"] == []
+
+
+def test_compile_ids_say_frame_compile_and_attempt_on_hover():
+    """Dynamo's compile ids as PyTorch names them, in a stage's text (the Compiles index's `[0/0_1]`,
+    a graph break's `compile 0/0_1`): each is wrapped with a title saying frame, compile and
+    attempt, and the line's text is unchanged (viewers/compile_ids.py)."""
+    from viewers import code, compile_ids
+    text = "- [0/0_1] forward, line 6: a graph of 1 op\n## graph break 1 (compile 1/2)\nno id here [3]\n"
+    html = code.render(text, "text")
+    titles = re.findall(r'<abbr class="compile-id" title="([^"]+)">([^<]+)</abbr>', html)
+    assert [shown for _, shown in titles] == ["[0/0_1]", "1/2"]
+    assert titles[0][0].startswith("compile id 0/0_1: frame 0, compile 0, attempt 1.")
+    assert titles[1][0].startswith("compile id 1/2: frame 1, compile 2, attempt 0.") and "recompile 2" in titles[1][0]
+    assert re.sub(r"<[^>]+>", "", html).count("[0/0_1] forward") == 1
+    assert compile_ids.explain("Post-grad graph (backward) [0/0]").startswith("compile id 0/0: frame 0, compile 0")
+    assert compile_ids.explain("Kernel resources") == ""

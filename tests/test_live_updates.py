@@ -62,6 +62,7 @@ def test_updates_send_only_new_tabs_and_grow_the_bar_in_place(app, client):
     _stage(store, "j1", 0, "source", "Source")
 
     page = client.get("/j/j1").get_data(as_text=True)
+    assert 'data-status="running" data-open-stage=""' in page  # nothing opens by itself while it runs
     # the poller names its own target: inherited from the form it would replace #results (issue 8)
     poller = re.search(r'<div id="poll-j1"[^>]*>', page).group(0)
     assert 'hx-target="this"' in poller and 'hx-swap="outerHTML"' in poller and "every" in poller
@@ -113,7 +114,10 @@ def test_updates_send_only_new_tabs_and_grow_the_bar_in_place(app, client):
 
     store.finish_job("j1", JobError("UserCodeError", "boom", line=1), {"job": {"wall_s": 1.5, "sandbox": "none"}})
     body = _updates(client, "j1", since, version).get_data(as_text=True)
-    assert '<b class="state state-failed" data-status="failed">failed</b>' in body
+    # the stage the page opens by itself is decided once the job ended (nothing while it ran), the
+    # same in the last update and in the whole page a reload or a repeat from the store draws
+    opens = '<b class="state state-failed" data-status="failed" data-open-stage="kernel.k14">failed</b>'
+    assert opens in body and opens in client.get("/j/j1").get_data(as_text=True)
     assert 'data-error-line="1"' in body and "boom" in body
     assert 'data-key="timings"' in body  # the summary tab arrives with the timings
     # the finished job's poller asks no more
@@ -126,3 +130,39 @@ def test_updates_for_unknown_job_or_bad_since(app, client):
     assert client.get("/j/b1/updates?since=zero").status_code == 400
     # a since beyond what the job has is taken as "everything"
     assert _next_poll(client.get("/j/b1/updates?since=99").get_data(as_text=True))[0] == 0
+
+
+def _empty_output(store, job_id: str, position: int) -> None:
+    store.add_stage(job_id, position, Stage(key="run.stdout", title="Program output", group="Run", format="text",
+                                            size=0), "")
+
+
+def test_an_empty_stage_is_no_tab_unless_it_is_all_a_failed_job_has(app, client):
+    """A program that printed nothing: its empty output is offered by no tab (no empty controls),
+    while the job runs and once it is done; its address still draws it, saying nothing was printed.
+    A failed job whose only stage with text is its source offers it: it is all there is to read."""
+    store = app.extensions["irscope"].store
+    _queued(store, "e1")
+    store.set_running("e1", "running your source")
+    _stage(store, "e1", 0, "source", "Source")
+    _empty_output(store, "e1", 1)
+    page = client.get("/j/e1").get_data(as_text=True)
+    since, version = _next_poll(page)
+    assert since == 2 and re.findall(r'data-key="([^"]+)"', page) == ["source"]
+    _stage(store, "e1", 2, "fake.lines", "Fake")
+    body = _updates(client, "e1", since, version).get_data(as_text=True)
+    assert re.findall(r'data-key="([^"]+)"', body) == ["fake.lines"]
+    store.finish_job("e1", None, {})
+    page = client.get("/j/e1").get_data(as_text=True)
+    assert "run.stdout" not in page and "Program output" not in page
+    assert "The program printed nothing." in client.get("/j/e1/stage/run.stdout").get_data(as_text=True)
+
+    _queued(store, "e2")
+    store.set_running("e2", "running your source")
+    _stage(store, "e2", 0, "source", "Source")
+    _empty_output(store, "e2", 1)
+    since, version = _next_poll(client.get("/j/e2").get_data(as_text=True))
+    store.finish_job("e2", JobError("UserCodeError", "boom", line=1), {})
+    body = _updates(client, "e2", since, version).get_data(as_text=True)
+    assert re.findall(r'data-key="([^"]+)"', body) == ["run.stdout"]  # the tab the page lacked
+    assert 'data-key="run.stdout"' in client.get("/j/e2").get_data(as_text=True)

@@ -274,11 +274,21 @@ JAX = sorted(n for n in JOBS if n.startswith("jax/"))
 @pytest.mark.parametrize("name", JAX)
 def test_jax_program_lists_every_jitted_function(jobs, name):
     keys = _done(jobs, name)
-    assert "xla.jitted" in keys and any(k.startswith("xla.stablehlo") or k == "stablehlo" for k in keys) \
-        or "xla.jitted" in keys, keys
     meta_text = jobs.text(name, "xla.jitted")
     own = re.search(r"(\d+) of the program's own jitted functions", meta_text)
     assert own and int(own.group(1)) >= 2, meta_text
+    # each function of its own has its stages, grouped by the line that called it, and what JAX
+    # dumped and XLA optimized names the function; the operations run eagerly have none
+    modules = jobs.stage(name, "xla.jitted")["meta"]["modules"]
+    mine = [m for m in modules if m["own"]]
+    for m in mine:
+        for base in ("xla.stablehlo", "xla.passes", "xla.optimized", "xla.schedule", "xla.memory", "xla.cost"):
+            assert f"{base}:{m['key']}" in keys, (base, m, keys)
+        assert f"module @{m['module']} " in jobs.text(name, f"xla.stablehlo:{m['key']}")
+        assert jobs.text(name, f"xla.optimized:{m['key']}").startswith(f"HloModule {m['module']},")
+        assert m["called"] and m["group"] == f"{m['module']} (line {m['called']})", m
+    qualified = {k.split(":", 1)[1].split("/", 1)[0] for k in keys if k.startswith("xla.") and ":" in k}
+    assert qualified == {m["key"] for m in mine}, qualified
 
 
 # --- the fixes, on programs of our own --------------------------------------------------------

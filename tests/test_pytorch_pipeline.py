@@ -496,7 +496,7 @@ def test_graph_break_model_all_core_stages(compiled):
     assert "torch._C._nn.linear" in compiled.text("graph_break", "dynamo.fx_graph")
     # the index of its two compiles: irscope called the model, so no line of the user's called them
     FileCheck().check("# 2 compiles of 2 functions\n").check("## called from no line of yours") \
-        .check("[0/0] forward, line ").check(f"graph break at line {PRINT_LINE}") \
+        .check("[0/0_1] forward, line ").check(f"graph break at line {PRINT_LINE}") \
         .check("[1/0] torch_dynamo_resume_in_forward_at_").run(compiled.text("graph_break", "dynamo.compiles"))
     breaks = compiled.text("graph_break", "dynamo.graph_breaks")
     FileCheck().check("## graph break 1").check(f"model.py:{PRINT_LINE}").check("print").run(breaks)
@@ -535,6 +535,10 @@ def test_graph_break_model_all_core_stages(compiled):
     profile = json.loads(compiled.text("graph_break", "run.kernels"))
     assert any("addmm" in row["name"] for row in profile["table"])  # the extern kernel, as the profiler saw it
     assert profile["events"] and all(e["dur_us"] >= 0 for e in profile["events"])
+    # each compiled graph's call, which the profiler names by a hash, is named by its compile id and function
+    graphs = {row["name"] for row in profile["table"] if row["name"].startswith("## Call CompiledFxGraph")}
+    assert graphs and {profile["labels"][g].split(":")[0] for g in graphs} == \
+        {"compiled graph [0/0_1]", "compiled graph [1/0]"}, profile["labels"]
     pane = compiled.client.get(f"/j/{job['id']}/stage/run.kernels").get_data(as_text=True)
     assert 'class="profile-timeline"' in pane and "addmm" in pane  # the profile viewer read the typed record
     # bytecode of every frame, original and modified, linked to the user's lines

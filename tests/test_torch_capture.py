@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -136,6 +138,27 @@ def test_fx_graph_drawing_has_the_graphs_dataflow(entries):
     assert fmt == "svg" and svg.startswith("<svg") and "softmax" in svg
 
 
+def test_fx_graph_drawing_sets_a_nodes_lines_apart_so_underscores_read(entries):
+    """A node's lines (name, target, type) are set farther apart than Graphviz sets a plain label's
+    lines (1.1 times the font size): there an underscore of `torch._C._nn.linear` sat on the tops
+    of the next line's letters and read as a gap ("torch. C. nn.linear"). (The page's browser test
+    checks the drawn boxes: tests/test_browser_newcomer.py.)"""
+    from compiler import graph_drawing
+    from compiler.pytorch import fx_graph_dot
+    dot = fx_graph_dot.to_dot(torch_trace.of_kind(entries, "dynamo_output_graph")[0].payload)
+    fmt, svg, _ = graph_drawing.draw(dot)
+    assert fmt == "svg"
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    node = next(g for g in ET.fromstring(svg).iterfind(".//s:g[@class='node']", ns)
+                if g.find("s:title", ns).text == "y")
+    texts = node.findall("s:text", ns)
+    assert [t.text for t in texts] == ["y", "torch._C._nn.linear", "f32[4, 8][8, 1]cpu"]  # whole, escaped once
+    size = float(texts[0].get("font-size"))
+    ys = [float(t.get("y")) for t in texts]
+    assert all(b - a >= 1.3 * size for a, b in zip(ys, ys[1:])), ys
+    assert re.search(r'<TD>a &lt;b&gt; &amp; c</TD>', fx_graph_dot._label(["a <b> & c"]))
+
+
 def test_saved_for_backward_are_the_backward_inputs_but_gradients(entries):
     graphs = [e.payload for e in torch_trace.of_kind(entries, "aot_backward_graph")]
     assert sm.saved_for_backward(graphs[0]) == [("primals_3", "f32[4, 8][8, 1]cpu")]
@@ -244,20 +267,42 @@ def test_an_exception_irscopes_own_code_raised_is_irscopes_fault_not_the_users_l
 def test_the_compile_index_groups_compiles_by_the_users_line_that_called_them(entries):
     from compiler.pytorch import compile_index
     # the recording's harness, /tmp/t1/p.py, called the module at its line 5; as the user's file,
-    # that is the call site of both compiles: the forward up to its print (Dynamo's restart 0/0_1
-    # folded into 0/0) and the resume function after it
+    # that is the call site of both compiles: the forward up to its print (Dynamo's restart folded
+    # into one compile, known as PyTorch and the stage tabs name it, by its last attempt: 0/0_1) and
+    # the resume function after it
     records = compile_index.compiles(entries, USER + ("/tmp/t1/p.py",))
     assert [(r["compile_id"], r["function"], r["line"], r["call_line"], r["ops"], r["breaks"]) for r in records] == [
-        ("0/0", "forward", 6, 5, 1, [8]), ("1/0", "torch_dynamo_resume_in_forward_at_8", 8, 5, 3, [])]
+        ("0/0_1", "forward", 6, 5, 1, [8]), ("1/0", "torch_dynamo_resume_in_forward_at_8", 8, 5, 3, [])]
+    assert records[0]["compile_id"] in torch_trace.compile_ids(entries)  # the id the stages are keyed by
     assert records[0]["call_text"] == 'torch.compile(ns["model"])(*ns["example_inputs"])'
     assert records[0]["recompile"] is None and records[0]["error"] is None
     text, pairs = compile_index.text_and_map(compile_index.by_call_site(records))
     assert text.splitlines()[:5] == [
         "# 2 compiles of 2 functions, called from 1 line of yours", "",
         '## line 5: torch.compile(ns["model"])(*ns["example_inputs"])',
-        "- [0/0] forward, line 6: a graph of 1 op; graph break at line 8",
+        "- [0/0_1] forward, line 6: a graph of 1 op; graph break at line 8",
         "- [1/0] torch_dynamo_resume_in_forward_at_8, line 8: a graph of 3 ops"]
     assert pairs == [[3, 5], [4, 6], [5, 8]]
     # without the harness as the user's: one group, called from no line of the user's
     alone = compile_index.by_call_site(compile_index.compiles(entries, USER))
     assert len(alone) == 1 and alone[0]["line"] is None and len(alone[0]["compiles"]) == 2
+
+
+def test_profiler_names_of_compiled_graphs_are_words(entries):
+    """torch.profiler names a compiled graph's call by Inductor's cache key (a hash): each is named
+    by its compile id (as the stage tabs show it) and the user's function with its line."""
+    from compiler.pytorch import compile_index
+    names = compile_index.profiler_names(entries, USER)
+    assert names == {
+        "## Call CompiledFxGraph fe6gjwoaj3c4qh6z7s3cxperi66grh65li7h32d2a4nccbhrnwtn ##":
+            "compiled graph [0/0_1]: forward(), line 6",
+        "## Call CompiledFxGraph fsnpjm3mwahuadfzpgb6azc2ensxdkyfqxbzy5ryih6fgnzeukfo ##":
+            "compiled graph [1/0]: torch_dynamo_resume_in_forward_at_8(), line 8"}
+    # a backward graph (its inputs are AOTAutograd's tangents) says so; a bypassed cache's one graph is named too
+    bypass = {"components": ["[k] gm: def forward(self, primals_1, tangents_1)"]}
+    backward = torch_trace.TraceEntry("artifact", {"name": "fx_graph_cache_bypass"},
+                                      {"frame_id": 1, "frame_compile_id": 0}, json.dumps(bypass), "")
+    only = [e for e in entries if e.name not in ("fx_graph_cache_miss", "fx_graph_cache_hit")] + [backward]
+    assert compile_index.profiler_names(only, USER) == {
+        "## Call CompiledFxGraph None ##":
+            "compiled graph [1/0], backward: torch_dynamo_resume_in_forward_at_8(), line 8"}

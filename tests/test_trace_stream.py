@@ -171,3 +171,38 @@ def test_the_stream_feeds_stages_and_progress_then_reads_the_rest_at_the_end(tmp
     assert "inductor.output_code:1/0" in keys and keys[-1] == "dynamo.bytecode:0/0_1"
     assert progress and progress[-1].startswith(("Dynamo", "AOTAutograd", "Inductor"))
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["stages"][0]["key"] == keys[0]
+
+
+TRAINING = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "training_step.trace")
+
+
+def test_a_training_steps_forward_and_backward_stages_say_which_is_which(tmp_path):
+    """Inductor compiles a training step's forward and backward graphs under one compile id: their
+    post-grad graphs and output codes have distinct keys and titles that say forward or backward.
+    The trace's graph entries as PyTorch wrote them for tests/fixtures/torch/training_step.py
+    (recorded at /tmp/t1/train.py; the entries no stage here reads were left out)."""
+    with open(TRAINING, encoding="utf-8") as f:
+        entries = torch_trace.parse(f.read())
+    bundle = Bundle(str(tmp_path / "out"))
+    stages = TraceStages(bundle, ("/tmp/t1/train.py",))
+    for entry in entries:
+        stages.add(entry)
+    stages.finish({})
+    titles = {s.key: s.title for s in bundle.manifest.stages}
+    assert titles["inductor.post_grad_graph:0/0"] == "Post-grad graph (forward) [0/0]"
+    assert titles["inductor.post_grad_graph:0/0.backward"] == "Post-grad graph (backward) [0/0]"
+    assert titles["inductor.output_code:0/0"] == "Output code (forward) [0/0]"
+    assert titles["inductor.output_code:0/0.backward"] == "Output code (backward) [0/0]"
+    assert "tangents_1" in (tmp_path / "out" / next(s.file for s in bundle.manifest.stages
+                                                     if s.key == "inductor.post_grad_graph:0/0.backward")).read_text()
+    assert len(set(titles.values())) == len(titles), titles  # no two stages share a label
+    # the graph-break trace: AOTAutograd split each graph for autograd, but no backward ran, so each
+    # compile id has its forward's post-grad graph only, labelled so; and none of them without a side
+    forward_only = Bundle(str(tmp_path / "forward-only"))
+    with open(FIXTURE, encoding="utf-8") as f:
+        plain = TraceStages(forward_only, USER)
+        for entry in torch_trace.parse(f.read()):
+            plain.add(entry)
+    assert {s.key: s.title for s in forward_only.manifest.stages if s.key.startswith("inductor.post_grad_graph:")} == \
+        {"inductor.post_grad_graph:0/0_1": "Post-grad graph (forward) [0/0_1]",
+         "inductor.post_grad_graph:1/0": "Post-grad graph (forward) [1/0]"}

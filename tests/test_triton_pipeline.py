@@ -511,6 +511,7 @@ def test_every_kernel_has_a_row_of_resources_with_its_occupancy(jobs, target):
     table = json.loads(job.text("kernels.resources"))
     assert sorted(r["stage"] for r in table["kernels"]) == sorted(k for k in job.stages
                                                                   if k.startswith("triton.metadata:"))
+    assert job.stages["kernels.resources"]["group"] == "Triton"  # (a Gluon job's are Gluon's)
     for row in table["kernels"]:
         meta = json.loads(job.text(row["stage"]))
         assert row["registers"] == meta["registers"] > 0 and row["num_warps"] == meta["num_warps"]
@@ -586,6 +587,9 @@ def test_a_gluon_kernel_keeps_its_written_layout_down_to_sass(jobs):
     row = json.loads(job.text("kernels.resources"))["kernels"][0]
     assert row["kernel"] == "softmax_kernel" and row["num_warps"] == 4 and row["registers"] > 0
     assert row["occupancy"]["percent"] > 0
+    # in the stage bar under Gluon's own name (as CuTe's under CuTe's), not Triton's
+    kernel_stages = [k for k in job.stages if k.startswith("triton.") and ":" in k] + ["kernels.resources"]
+    assert {job.stages[k]["group"] for k in kernel_stages} == {"Gluon"}
 
 
 def test_a_gluon_layout_the_target_cannot_take_is_an_error_naming_the_line(jobs):

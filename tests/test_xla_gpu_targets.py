@@ -158,3 +158,27 @@ def test_estimated_timeline_view_draws_each_async_pair():
     assert html.count('class="async"') == 1
     assert f"{pair['start']} .. {pair['done']}" in html and pair["compute"][0] in html
     assert "total_cycles: 9.5" in html and "unit steps" in html
+
+
+def test_a_cpu_job_records_and_shows_no_cuda_plugin(tmp_path):
+    """The versions a job records (and is cached by, and its status line shows) are those that
+    compiled it: XLA:CPU is jaxlib's, so an HLO job for the CPU names no CUDA plugin or ptxas; a
+    virtual XLA:GPU target compiles with the plugin and names it."""
+    from service.toolchain import toolchain
+    from tests.conftest import make_app
+    app = make_app(tmp_path, languages="hlo,jax")
+    try:
+        jobs = app.extensions["irscope"].jobs
+        cuda = {"jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12"}
+        for language in ("hlo", "jax"):
+            cpu = jobs.plan(jobs.parse({"language": language, "source": registry.get(language).example}))
+            assert cpu.request.options["target"] == "cpu"
+            assert {"irscope", "jax", "jaxlib"} <= set(cpu.toolchain) and not cuda & set(cpu.toolchain), cpu.toolchain
+            gpu = jobs.plan(jobs.parse({"language": language, "source": registry.get(language).example,
+                                        "options": {"target": "cuda:h100"}}))
+            assert cuda <= set(gpu.toolchain), gpu.toolchain
+            assert gpu.key != cpu.key
+        # the language's whole list, for what is not one job (a toolchain's warm-up, its listing)
+        assert cuda <= set(toolchain("hlo"))
+    finally:
+        app.extensions["irscope"].runner.shutdown()

@@ -163,6 +163,29 @@ def test_hlo_schedule_and_source_map(hlo):
     assert run["where"] == "host CPU, 8 virtual XLA devices"
 
 
+def test_the_summary_says_what_xla_made_each_fact_from_its_stage(hlo, tmp_path):
+    """The one line above the results (service/glance.py) for an HLO job, counted from XLA's own
+    stages: the optimized module's fusions and instructions, the partitioner's collectives, the
+    passes XLA ran and the peak of its temp buffers, each item naming the stage that shows it."""
+    from tests.conftest import glance_of_bundle
+    items = glance_of_bundle(tmp_path, "hlo", hlo.manifest.stages, hlo.text)
+    by_stage = {i["stage"]: i["text"] for i in items}
+    optimized = hlo_text.parse_hlo_text(hlo.text("xla.optimized"))
+    fusions = sum(1 for i in optimized.instructions() if i.opcode == "fusion")
+    instructions = sum(1 for _ in optimized.instructions())
+    assert fusions > 0
+    assert by_stage["xla.optimized"] == f"partial_replication: {fusions} fusions, {instructions} instructions"
+    inserted = [i.opcode for i in hlo_text.parse_hlo_text(hlo.text("xla.spmd")).instructions()
+                if i.opcode in ("all-gather", "collective-permute", "all-reduce", "reduce-scatter", "all-to-all")]
+    assert inserted and all(f"{inserted.count(op)} {op}" in by_stage["xla.spmd"] for op in set(inserted))
+    ran = len(hlo.stages["xla.passes"].meta["runs"])
+    assert by_stage["xla.passes"] == f"{ran} passes ran" and f"Every pass XLA ran ({ran})" in hlo.text("xla.passes")
+    peak = hlo.data("xla.memory")["peak_bytes"]
+    assert by_stage["xla.memory"].startswith("temp buffers peak at ") and (f"{peak:,} B" in by_stage["xla.memory"]
+                                                                        or "KiB" in by_stage["xla.memory"])
+    assert [i["stage"] for i in items] == ["xla.optimized", "xla.spmd", "xla.passes", "xla.memory"]
+
+
 def test_jax_attention_on_a_4x2_mesh(attention):
     assert set(REQUIRED) <= set(attention.stages)
     data = attention.data("xla.sharding")
@@ -296,8 +319,8 @@ def test_xla_verifier_error_names_the_instruction_line(tmp_path):
     assert info.value.error.line == 5  # the line defining w
 
 
-# A JAX program as JAX's docs write them: a jitted layer, a loss, jax.jit(jax.grad(loss)), a few
-# steps of gradient descent from a main() guard; no `fn`, no `example_args`.
+# A JAX program as JAX's docs write them: a jitted layer, a loss, jax.jit(jax.grad(loss)), a
+# jax.vmap, a few steps of gradient descent from a main() guard; no `fn`, no `example_args`.
 JAX_PROGRAM = '''import jax
 import jax.numpy as jnp
 
@@ -313,12 +336,17 @@ def loss(params, x, y):
     return jnp.mean((pred - y) ** 2)
 
 
+def row_norm(v):
+    return jnp.sqrt(jnp.sum(v * v))
+
+
 def main():
     key = jax.random.PRNGKey(0)
     kw, kx, ky = jax.random.split(key, 3)
     params = (jax.random.normal(kw, (16, 8)), jnp.zeros(8))
     x, y = jax.random.normal(kx, (32, 16)), jax.random.normal(ky, (32, 8))
     print("before", layer(params, x).shape)
+    print("norms", jax.jit(jax.vmap(row_norm))(x).shape)
     grad_fn = jax.jit(jax.grad(loss))
     for step in range(3):
         grads = grad_fn(params, x, y)
@@ -332,28 +360,78 @@ if __name__ == "__main__":
 
 
 def test_a_jax_program_that_calls_jit_itself_runs_as_written(tmp_path):
-    """Before: "the program must define a function named `fn`". Now the program runs as written;
-    every module its jax.jit calls compiled is listed, and the largest (the gradient step) is the
-    one the stages show, its lines linked to the program's."""
+    """Before: "the program must define a function named `fn`"; then only the largest module it
+    compiled had stages. Now the program runs as written, every module its jax.jit calls compiled
+    is listed, and each of its own (jax.jit, jax.jit(jax.grad(...)), jax.jit(jax.vmap(...))) has
+    every stage a `fn` job has, keyed `<stage>:<module>`, titled `[<module>]` and grouped by its
+    function and the line that called it; the operations run eagerly get none."""
     result = compile_source("jax", JAX_PROGRAM, str(tmp_path), devices=1)
-    assert "before (32, 8)" in result.text("run.stdout") and "loss after" in result.text("run.stdout")
+    out = result.text("run.stdout")
+    assert "before (32, 8)" in out and "norms (32,)" in out and "loss after" in out, out
+    lines = JAX_PROGRAM.splitlines()
     modules = result.stages["xla.jitted"].meta["modules"]
-    names = [m["module"] for m in modules]
-    assert "jit_layer" in names and any(n.startswith("jit_loss") for n in names), names
-    # JAX compiled the eager operations too (the random initialisation): listed, not shown
-    own = [m for m in modules if m["own"]]
-    assert {m["module"] for m in own} >= {"jit_layer"} and len(own) < len(modules), modules
-    shown = [m for m in modules if m["shown"]]
-    assert len(shown) == 1 and shown[0]["lines"] == max(m["lines"] for m in own), modules
-    assert shown[0]["module"].startswith("jit_loss"), modules  # the gradient step is the largest of its own
-    for key in REQUIRED:
-        assert key in result.stages, key
+    own = {m["key"]: m for m in modules if m["own"]}
+    assert list(own) == ["jit_layer", "jit_row_norm", "jit_loss"], modules  # JAX's order
+    assert own["jit_layer"]["defined"] == lines.index("def layer(params, x):") + 1
+    assert own["jit_layer"]["called"] == lines.index('    print("before", layer(params, x).shape)') + 1
+    assert own["jit_row_norm"]["called"] == lines.index('    print("norms", jax.jit(jax.vmap(row_norm))(x).shape)') + 1
+    assert own["jit_loss"]["called"] == lines.index("        grads = grad_fn(params, x, y)") + 1
+    for key, m in own.items():
+        assert m["group"] == f"{key} (line {m['called']})" and not m.get("why"), m
+        for base in REQUIRED[1:]:  # xla.input is the job's
+            stage = result.stages[f"{base}:{key}"]
+            assert stage.group == m["group"] and stage.title.endswith(f"[{key}]"), stage
+        # what JAX dumped for this function and what XLA made of it, each naming the function
+        assert f"module @{key} " in result.text(f"xla.stablehlo:{key}")
+        assert result.text(f"xla.optimized:{key}").startswith(f"HloModule {key},")
+        assert result.stages[f"xla.optimized:{key}"].source_map, key  # its lines reach the program's
+        passes = result.stages[f"xla.passes:{key}"].meta["passes"]
+        assert passes and all(p["key"].startswith(f"xla.pass:{key}/") and p["key"] in result.stages for p in passes)
+        assert result.data(f"xla.sharding:{key}")["from_stage"] in result.stages
+    # JAX compiled the eager operations too (the random initialisation): listed, never compiled again
+    eager = {m["module"] for m in modules if not m["own"]}
+    assert "jit__normal" in eager, modules
+    qualified = {k.split(":", 1)[1].split("/", 1)[0] for k in result.stages if ":" in k}
+    assert qualified == set(own), qualified
+    # the stage keys of a job of one module are not a program's
+    assert not {"xla.stablehlo", "xla.optimized", "xla.passes"} & set(result.stages)
     # the gradient's module holds tanh's derivative, and its lines name the program's lines
-    stablehlo = result.text("xla.stablehlo")
-    assert "stablehlo.tanh" in stablehlo and "jit_loss" in stablehlo
-    tanh_line = JAX_PROGRAM.splitlines().index("    return jnp.tanh(x @ w + b)") + 1
-    assert tanh_line in {line for _, line in result.stages["xla.stablehlo"].source_map}
+    stablehlo = result.text("xla.stablehlo:jit_loss")
+    assert "stablehlo.tanh" in stablehlo
+    tanh_line = lines.index("    return jnp.tanh(x @ w + b)") + 1
+    assert tanh_line in {line for _, line in result.stages["xla.stablehlo:jit_loss"].source_map}
+    # the index names each function's lines and links its stages
+    jitted = result.stages["xla.jitted"]
+    assert {line for _, line in jitted.source_map} == {m["called"] for m in own.values()}
+    assert [f["stage"] for f in jitted.meta["file_names"]] == [f"xla.optimized:{k}" for k in own]
+    assert "3 of the program's own jitted functions" in result.text("xla.jitted")
+    timing = result.manifest.timings["compile"]
+    assert [m["module"] for m in timing["modules"]] == list(own) and timing["program_s"] > 0
+    assert result.manifest.timings["run"]["module"] == "jit_layer"
     assert registry.get("jax").reproducer(Request("jax", JAX_PROGRAM, {}), {}) is None
+
+
+def test_a_program_of_many_jitted_functions_compiles_the_first_few(tmp_path):
+    """The work is bounded: past MAX_PROGRAM_MODULES of its own modules, the rest are listed with
+    why they were not compiled (JAX's real dump of a real run, in a child as the pipeline's)."""
+    import subprocess
+    import sys
+    (tmp_path / "user_program.py").write_text(
+        "import jax\nimport jax.numpy as jnp\n\n\n"
+        + "".join(f"@jax.jit\ndef f{n}(x):\n    return x + {n}\n\n\n" for n in range(3))
+        + "for f in (f0, f1, f2):\n    print(f(jnp.float32(1)))\n")
+    code = ("import json, sys; from compiler.model import JobSettings; from compiler.xla import child\n"
+            "child.MAX_PROGRAM_MODULES = 2; child._WORKDIR = sys.argv[1]\n"
+            "path = sys.argv[1] + '/user_program.py'\n"
+            "lowered = child._lower_program({'workdir': sys.argv[1]}, path, JobSettings())\n"
+            "print(json.dumps([m for m in lowered['program'] if m['own']]))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=root, capture_output=True, text=True,
+                         check=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    own = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [m["key"] for m in own] == ["jit_f0", "jit_f1", "jit_f2"], own
+    assert [("mlir" in m) for m in own] == [True, True, False]
+    assert "MAX_PROGRAM_MODULES" in own[2]["why"] and [m["called"] for m in own] == [21, 21, 21], own
 
 
 def test_a_jax_program_that_compiles_nothing_says_so(tmp_path):

@@ -19,7 +19,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from compiler import formats
-from viewers import isa
+from viewers import compile_ids, isa
 from viewers.lexers import HloLexer, MlirLexer
 
 _CUSTOM = {"mlir": MlirLexer, "hlo": HloLexer}
@@ -168,6 +168,8 @@ def render(text: str, lexer_name: str = "text", source_map: list[list[int]] | No
     shown = "\n".join(all_lines[:max_lines]) if truncated else text
     rows = []
     for number, html in enumerate(highlighted_lines(shown, lexer_name, instructions), start=first_line):
+        if lexer_name == "text":  # an index or log naming Dynamo's compile ids: each explained on hover
+            html = compile_ids.mark(html)
         sources = by_line.get(number)
         attrs = f' data-src="{sources[0]}" data-srcs="{" ".join(map(str, sources))}"' if sources else ""
         if number in locations:

@@ -95,8 +95,9 @@ EXPLANATIONS: dict[str, str] = {
     "aoti.package": "What the .pt2 package AOTInductor wrote holds: the shared library, its weights and metadata.",
     "import.origin": "Where the imported log came from and what irscope read from it.",
     "fake.": "A stage of the test pipeline `fake` (it runs no compiler).",
-    "xla.jitted": "Every module your program's jax.jit calls handed XLA to compile, in order: the stages show "
-                  "the largest (marked), compiled again by irscope from the module JAX dumped.",
+    "xla.jitted": "Every module your program's jax.jit calls handed XLA to compile: each of your own functions "
+                  "with the lines that define and call it, compiled again by irscope from the module JAX dumped, "
+                  "its stages in a group of their own; then the operations run eagerly.",
     "xla.input": "The module exactly as XLA received it, before any pass.",
     "xla.stablehlo": "The StableHLO module JAX lowered your function to (jax.jit(...).lower(...)): the program "
                      "XLA compiles, with the shardings you asked for as attributes.",

@@ -20,15 +20,24 @@ def render(text: str, meta: dict[str, Any]) -> str:
     device = any(r.self_device_us for r in rows)
     head = ("<tr><th>op or kernel</th><th>calls</th><th>self CPU µs</th><th>total CPU µs</th>"
             + ("<th>self GPU µs</th>" if device else "") + "</tr>")
-    body = "".join(f"<tr><td><code>{escape(r.name)}</code></td><td class='num'>{r.calls}</td>"
+    body = "".join(f"<tr><td>{_name(r.name, data.labels)}</td><td class='num'>{r.calls}</td>"
                    f"<td class='num'>{r.self_us:.1f}</td><td class='num'>{r.total_us:.1f}</td>"
                    + (f"<td class='num'>{r.self_device_us:.1f}</td>" if device else "") + "</tr>"
                    for r in rows)
     note = f"<p class='note'>{escape(data.where)}; one call, under torch.profiler</p>"
-    return note + _timeline(data.events) + f'<table class="data">{head}{body}</table>'
+    return note + _timeline(data.events, data.labels) + f'<table class="data profile-table">{head}{body}</table>'
 
 
-def _timeline(events: list[formats.ProfileEvent]) -> str:
+def _name(name: str, labels: dict[str, str]) -> str:
+    """A row's op or kernel: the profiler's name, or (a compiled graph's call, which the profiler
+    names by a hash) its name in words, with the profiler's own on hover."""
+    words = labels.get(name)
+    if not words:
+        return f"<code>{escape(name)}</code>"
+    return f'<span class="profile-label" title="as the profiler names it: {escape(name)}">{escape(words)}</span>'
+
+
+def _timeline(events: list[formats.ProfileEvent], labels: dict[str, str]) -> str:
     if not events:
         return ""
     names: list[str] = []
@@ -37,14 +46,16 @@ def _timeline(events: list[formats.ProfileEvent]) -> str:
             names.append(e.name)
     names = names[:MAX_ROWS]
     end = max(e.start_us + e.dur_us for e in events) or 1.0
-    label_w, chart_w, row_h = 260, 760, 18
+    label_w, chart_w, row_h = 300, 760, 18
     height = row_h * len(names) + 30
     parts = [f'<svg class="profile-timeline" width="{label_w + chart_w + 20}" height="{height}" role="img">'
              f'<title>one compiled call over {end:.0f} µs</title>']
     for i, name in enumerate(names):
         y = 4 + i * row_h
+        shown = labels.get(name, name)
+        shown = shown if len(shown) <= 46 else shown[:45] + "…"
         parts.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="11">'
-                     f'{escape(name[:40])}</text>')
+                     f'{escape(shown)}</text>')
     for e in events:
         if e.name not in names:
             continue
@@ -52,8 +63,8 @@ def _timeline(events: list[formats.ProfileEvent]) -> str:
         x = label_w + chart_w * e.start_us / end
         w = max(1.0, chart_w * e.dur_us / end)
         parts.append(f'<rect x="{x:.1f}" y="{4 + i * row_h + 2}" width="{w:.1f}" height="{row_h - 4}" '
-                     f'fill="{_PALETTE[i % len(_PALETTE)]}"><title>{escape(e.name)}: {e.dur_us:.1f} µs at '
-                     f'{e.start_us:.1f} µs</title></rect>')
+                     f'fill="{_PALETTE[i % len(_PALETTE)]}"><title>{escape(labels.get(e.name, e.name))}: '
+                     f'{e.dur_us:.1f} µs at {e.start_us:.1f} µs</title></rect>')
     parts.append(f'<text x="{label_w}" y="{height - 6}" font-size="11">0 µs</text>'
                  f'<text x="{label_w + chart_w}" y="{height - 6}" font-size="11" text-anchor="end">{end:.0f} µs</text>')
     return "".join(parts) + "</svg>"

@@ -30,6 +30,9 @@ class Profile(Record):
     table: list[ProfileRow]
     events: list[ProfileEvent]
     where: str
+    # a row's or event's name as the profiler gives it -> what to show instead, in words (a compiled
+    # graph's call is named by a hash: its compile id and the user's function say which graph it is)
+    labels: dict[str, str] = {}
 
 
 # --- timeline: the schedule of a scheduled HLO module (written by the XLA pipeline) -------------

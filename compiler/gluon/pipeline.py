@@ -42,6 +42,7 @@ class GluonPipeline(TritonProgramPipeline):
                "launches them")
     source_markers = ("@gluon.jit",)
     example = EXAMPLE
+    kernel_group = "Gluon"
     options = (TARGET_OPTION,)
     prewarm_modules = (*PREWARM_MODULES, "triton.experimental.gluon",
                        "triton.experimental.gluon.language")

@@ -64,6 +64,9 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
     # language built on this run.
     reproducer_module = "compiler.kernels.reproducer"
     check_libraries = ("triton",)  # whose checks and benchmarks a virtual target answers (virtual_checks)
+    # The stage bar's group of the kernels' stages and their resource table: the language the user wrote
+    # them in (Gluon's under "Gluon", as CuTe's under "CuTe"); Helion's are the Triton it generated.
+    kernel_group = "Triton"
     _launched: list[Any] = []  # the JITFunctions the failing run had reached (for compile errors)
     _capture: KernelCapture | None = None  # the run's capture (for ptxas's errors)
 
@@ -282,11 +285,11 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
             bundle.progress(f"writing stages of {qualifier}")
             located, source, to_user = self._kernel_source(record, path)
             rows.append(write_kernel_stages(bundle, record, qualifier, workdir, located, python_source=source,
-                                            map_to_user=to_user, users_file=True,
+                                            map_to_user=to_user, users_file=True, group=self.kernel_group,
                                             file_names=self._file_names(record, path),
                                             extra_meta={"virtual": target_info["virtual"],
                                                         "executed": not target_info["virtual"]}))
-        write_resource_table(bundle, rows, "Triton")
+        write_resource_table(bundle, rows, self.kernel_group)
         launches = []
         for launch in recorder.launches:
             entry = launch.__dict__.copy()

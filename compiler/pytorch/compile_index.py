@@ -14,6 +14,7 @@ same on every run of the same compile; the times are the Timings pane's):
 Pure functions of the trace entries; no torch import."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from compiler.pytorch import source_map as torch_source_map
@@ -27,13 +28,19 @@ def _base(cid: str) -> str:
     return cid.split("_", 1)[0]
 
 
+def _attempt(cid: str) -> int:
+    """Dynamo's restart attempt of a compile id ("0/0_1" -> 1, "0/0" -> 0)."""
+    return int(cid.split("_", 1)[1]) if "_" in cid else 0
+
+
 def _user(path: str, user_paths: tuple[str, ...]) -> bool:
     return torch_source_map._is_user_path(path, user_paths)
 
 
 def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> list[dict[str, Any]]:
     """One record per compile id Dynamo started (restart attempts folded into their compile), in
-    the order they started: compile_id, function, line (its `def`, when in the user's file),
+    the order they started: compile_id (as PyTorch names it, its last attempt's: "0/0_1" where
+    Dynamo restarted, the id of the compile's stages), function, line (its `def`, when in the user's file),
     call_line and call_text (the user's line that called it; None when no frame of the user's file
     led there), ops (the graph's op count; None without a graph), breaks (user lines), recompile
     (the failed guard, first line), error."""
@@ -44,8 +51,10 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
         if cid is None or cid.startswith("!"):  # compiled autograd's ids are not frames of the program
             continue
         base = _base(cid)
+        if base in out and _attempt(cid) > _attempt(out[base]["compile_id"]):
+            out[base]["compile_id"] = cid  # a restart: the compile is known by its last attempt
         if e.kind == "dynamo_start" and isinstance(e.data, dict):
-            record = out.setdefault(base, _record(base))
+            record = out.setdefault(base, _record(cid))
             stack = e.data.get("stack") or []
             top = stack[-1] if stack else {}
             record["function"] = record["function"] or str(top.get("name", ""))
@@ -76,6 +85,40 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
 def _record(cid: str) -> dict[str, Any]:
     return {"compile_id": cid, "function": "", "line": None, "call_line": None, "call_text": "", "ops": None,
             "breaks": [], "recompile": None, "error": None}
+
+
+# Inductor's graph-cache artifacts: one per graph Inductor compiled (a forward, a backward), each with
+# the FX graph cache key the profiler names the graph's calls by (`## Call CompiledFxGraph <key> ##`).
+_GRAPH_CACHE = ("fx_graph_cache_miss", "fx_graph_cache_hit", "fx_graph_cache_bypass")
+
+
+def profiler_names(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> dict[str, str]:
+    """The graphs Inductor compiled, by the name torch.profiler gives a call of one (a hash:
+    `## Call CompiledFxGraph <cache key> ##`), in words: its compile id (as the stage tabs show it),
+    backward when it is one, and the user's function with its `def` line ("compiled graph [0/0]:
+    forward(), line 9"). A graph compiled with the cache bypassed is profiled as `... None ##`: named
+    when it is the job's only graph."""
+    records = {_base(r["compile_id"]): r for r in compiles(entries, user_paths)}
+    named: list[tuple[str | None, str]] = []
+    for e in entries:
+        if e.name not in _GRAPH_CACHE or e.compile_id is None or e.compile_id.startswith("!"):
+            continue
+        try:
+            info = json.loads(e.payload) if e.payload.strip() else {}
+        except ValueError:
+            info = {}
+        info = info if isinstance(info, dict) else {}
+        # AOTAutograd names a backward graph's gradient inputs tangents_N
+        backward = any("tangents_" in str(c) for c in info.get("components") or () if "gm: " in str(c))
+        record = records.get(_base(e.compile_id)) or {}
+        where = f": {record['function']}()" if record.get("function") else ""
+        if where and record.get("line"):
+            where += f", line {record['line']}"
+        named.append((info.get("key"), f"compiled graph [{e.compile_id}]{', backward' if backward else ''}{where}"))
+    out = {f"## Call CompiledFxGraph {key} ##": words for key, words in named if key}
+    if len(named) == 1 and not named[0][0]:
+        out["## Call CompiledFxGraph None ##"] = named[0][1]
+    return out
 
 
 def by_call_site(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ module call like `self.fc1(h)` is one box. Pure text -> text; no torch import.
 """
 from __future__ import annotations
 
+import html
 import re
 
 from compiler.pytorch.source_map import _FILE_COMMENT
@@ -20,18 +21,18 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-BREAK = "\\n"  # a line break inside a DOT label
-
-
-def _label(text: str) -> str:
-    # Escape quotes and backslashes, but keep the "\n" line breaks this module puts in labels.
-    return text.replace("\\n", "\0").replace("\\", "\\\\").replace('"', '\\"').replace("\0", "\\n")
+def _label(lines: list[str]) -> str:
+    """A node's lines (its name, its target, its type) as a Graphviz HTML-like label, a row each, a
+    little apart: Graphviz sets the lines of a plain label ("a\\nb") so close that an underscore of
+    one sits on the tops of the next line's letters, and `torch._C._nn.linear` reads "torch. C. nn.linear"."""
+    rows = "".join(f"<TR><TD>{html.escape(line, quote=False)}</TD></TR>" for line in lines)
+    return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="1" CELLPADDING="1">{rows}</TABLE>>'
 
 
 def to_dot(code: str, max_nodes: int = 1200) -> str:
     """The DOT text of the first `forward` in `code` (a GraphModule's printed source)."""
     lines = code.split("\n")
-    nodes: list[tuple[str, str, str, str | None]] = []  # name, label, type, cluster
+    nodes: list[tuple[str, list[str], str, str | None]] = []  # name, label's lines, type, cluster
     edges: list[tuple[str, str]] = []
     known: set[str] = set()
     aliases: dict[str, str] = {}
@@ -41,7 +42,7 @@ def to_dot(code: str, max_nodes: int = 1200) -> str:
         if line.strip().startswith("def forward("):
             in_forward = True
             for m in _PARAM.finditer(line):
-                nodes.append((m.group("name"), m.group("name"), m.group("type"), None))
+                nodes.append((m.group("name"), [m.group("name")], m.group("type"), None))
                 known.add(m.group("name"))
             continue
         if not in_forward:
@@ -57,7 +58,7 @@ def to_dot(code: str, max_nodes: int = 1200) -> str:
             continue
         stripped = line.strip()
         if stripped.startswith("return"):
-            nodes.append(("output", "output", "", None))
+            nodes.append(("output", ["output"], "", None))
             edges += [(aliases.get(i, i), "output") for i in _IDENT.findall(stripped[6:]) if i in known]
             continue
         m = _ASSIGN.match(line)
@@ -69,7 +70,7 @@ def to_dot(code: str, max_nodes: int = 1200) -> str:
             known.add(name)
             continue
         target = rhs.split("(", 1)[0].strip() if "(" in rhs else rhs  # `relu + 1` is its own label
-        nodes.append((name, f"{name}\\n{target[:60]}", m.group("type") or "", cluster))
+        nodes.append((name, [name, target[:60]], m.group("type") or "", cluster))
         known.add(name)
         args = rhs
         edges += [(aliases.get(i, i), name) for i in dict.fromkeys(_IDENT.findall(args)) if i in known and i != name]
@@ -78,8 +79,7 @@ def to_dot(code: str, max_nodes: int = 1200) -> str:
     out = ["digraph fx {", '  rankdir=TB; node [shape=box, fontsize=10, fontname="monospace"];']
     clusters: dict[str | None, list[str]] = {}
     for name, label, type_, group in nodes:
-        clusters.setdefault(group, []).append(
-            f"  {_quote(name)} [label=\"{_label(label + (BREAK + type_ if type_ else ''))}\"];")
+        clusters.setdefault(group, []).append(f"  {_quote(name)} [label={_label(label + ([type_] if type_ else []))}];")
     for i, (group, statements) in enumerate(clusters.items()):
         if group is None:
             out += statements

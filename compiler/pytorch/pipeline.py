@@ -31,6 +31,7 @@ from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError
 from compiler.pytorch import (
     artifact_logs,
     collectives,
+    compile_index,
     compile_only,
     entry_points,
     estimates,
@@ -248,7 +249,7 @@ class PyTorchPipeline(Pipeline):
         bundle.progress("timing eager and compiled calls")
         call.outputs = None  # the compiling call's outputs: the measurement keeps its own
         _measure(bundle, built.model, call.compiled, built.inputs, options["training"], built.run_mode, path, ctx,
-                 torch, baseline_rss)
+                 torch, baseline_rss, compile_index.profiler_names(entries, (path, USER_FILE)))
 
 
 # The phases of PyTorchPipeline.run, in the order it runs them.
@@ -716,10 +717,12 @@ def _record_compile_timings(bundle: Bundle, entries: list[torch_trace.TraceEntry
 
 
 def _measure(bundle: Bundle, model: Any, compiled: Any, inputs: tuple, training: bool,
-             run_mode: entry_points.RunMode, path: str, ctx: JobContext, torch: Any, baseline_rss: int | None) -> None:
+             run_mode: entry_points.RunMode, path: str, ctx: JobContext, torch: Any, baseline_rss: int | None,
+             graph_names: dict[str, str]) -> None:
     """Time eager against compiled calls (compiler/pytorch/measure.py) and record it beside the
     estimated peak; a measurement stopped by the memory limit, the wall clock or the user's code
-    is recorded as what was not measured and why (`not_measured`), never as the job's error."""
+    is recorded as what was not measured and why (`not_measured`), never as the job's error.
+    `graph_names`: the profiler's names of compiled graphs (hashes) -> words, for the profile."""
     deadline = ctx.started + ctx.settings.wall_time_limit_s * 0.9  # the rest: the last stages, the runner
     try:
         run = measure.measure(model, compiled, inputs, training, torch, ctx.settings.measure_s, deadline=deadline,
@@ -734,6 +737,8 @@ def _measure(bundle: Bundle, model: Any, compiled: Any, inputs: tuple, training:
         _record_peak(bundle, run_mode, baseline_rss)
         return
     kernels = {"table": run.pop("kernels"), "events": run.pop("kernel_timeline"), "where": run["where"]}
+    profiled = {r["name"] for r in kernels["table"]} | {e["name"] for e in kernels["events"]}
+    kernels["labels"] = {name: words for name, words in graph_names.items() if name in profiled}
     if kernels["table"]:
         bundle.add("run.kernels", "Profile of one compiled call", "Timings", "profile", kernels)
     bundle.timing("run", run)

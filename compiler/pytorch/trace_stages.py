@@ -71,6 +71,7 @@ class _CompileId:
         self.kind_counts: dict[str, int] = {}
         self.output_codes = 0
         self.has_aot = False
+        self.has_backward = False  # AOTAutograd wrote a backward graph: a training step
         self.held: list[torch_trace.TraceEntry] = []  # Inductor graphs waiting for AOTAutograd's
         self.pending_code: list[torch_trace.TraceEntry] = []  # output code waiting for provenance
 
@@ -117,6 +118,7 @@ class TraceStages:
                 state.held.append(entry)
                 return
             if group == "AOTAutograd":
+                state.has_backward = state.has_backward or kind == "aot_backward_graph"
                 self._graph(cid, state, entry)
                 state.has_aot = True
                 self._release_held(cid, state)
@@ -191,9 +193,12 @@ class TraceStages:
         state.kind_counts[kind] = i + 1
         pairs, nodes = torch_source_map.fx_code_map(entry.payload, self.user_paths)
         state.node_lines = torch_source_map.merge_node_lines(state.node_lines, nodes)
-        stage_key = f"{key}:{cid}" + (f".{i}" if i else "")
+        side = training_side(kind, entry.payload, state)
+        stage_key = f"{key}:{cid}" + (".backward" if side == "backward" else f".{i}" if i else "")
         if self.bundle.has(stage_key):  # an inference graph where a forward graph was written
             return
+        if side:  # Inductor compiles a training step's forward and backward graphs under one compile id
+            title = f"{title} ({side})"
         meta = {}
         if kind == "aot_backward_graph":
             saved = torch_source_map.saved_for_backward(entry.payload)
@@ -234,13 +239,25 @@ class TraceStages:
             meta = {"file": (entry.data or {}).get("filename", "")}
             if self.output_code_note:
                 meta["note"] = self.output_code_note
-            self._add(f"inductor.output_code:{cid}{suffix}", f"Output code [{cid}]{suffix}", "Inductor",
-                      "python", entry.payload, pairs, meta)
+            # a training step's two output codes say which graph each compiled, as its post-grad graphs do
+            side = ("backward" if suffix == ".backward" else "forward") if state.has_backward else ""
+            title = f"Output code ({side}) [{cid}]" if side and suffix in ("", ".backward") else \
+                f"Output code [{cid}]{suffix}"
+            self._add(f"inductor.output_code:{cid}{suffix}", title, "Inductor", "python", entry.payload, pairs, meta)
             if self.link_lines:
                 for kernel, lines in torch_source_map.kernel_user_lines(entry.payload, pairs).items():
                     self.kernel_lines.setdefault(kernel, set()).update(lines)
             _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
                                  ".backward" if suffix == ".backward" else "")
+
+
+def training_side(kind: str, payload: str, state: _CompileId) -> str:
+    """Which graph of a training step an Inductor post-grad graph is, "forward" or "backward"
+    (its inputs are the gradients AOTAutograd names `tangents_N`), or "" outside training: Inductor
+    compiles both under one compile id, so the side is what tells their stages apart."""
+    if kind != "inductor_post_grad_graph" or not state.has_backward:
+        return ""
+    return "backward" if re.search(r"\btangents_\d+\b", payload) else "forward"
 
 
 def output_code_suffix(payload: str, index: int) -> str:
@@ -336,11 +353,11 @@ def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suff
         header = code.split("\n")[first - 1]
         fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
         kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
-        key = f"kernel:{name}"
-        if bundle.has(key):
-            key += suffix
+        key, title = f"kernel:{name}", name
+        if bundle.has(key):  # a backward kernel named as a forward one: its key and title say which
+            key, title = key + suffix, name + (" (backward)" if suffix == ".backward" else suffix)
         if not bundle.has(key):
-            bundle.add(key, name, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
+            bundle.add(key, title, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
 
 
 # Compile phases: PyTorch's own dynamo_timed event names, summed per phase.

@@ -5,8 +5,10 @@
 XLA aborts the process on some malformed input (a failed CHECK); running the compile here lets
 the pipeline turn an abort into a CompileError carrying XLA's message instead of losing the
 worker. JOB_JSON names the language, the source, the options and a work directory; this module
-writes RESULT (`result.json` in the work directory): either the compiled module's data or
-{"error": {kind, message, line}}. XLA's dump goes to `<workdir>/dump`, which the pipeline parses.
+writes RESULT (`result.json` in the work directory): either the compiled module's data (for a JAX
+program, every module listed and each of its own compiled: `compiled`) or
+{"error": {kind, message, line}}. XLA's dump goes to `<workdir>/dump` (a program's modules each to
+`<workdir>/dump/<order>`), which the pipeline parses.
 
 XLA_FLAGS (with --xla_force_host_platform_device_count) must be set before this process starts.
 """
@@ -146,15 +148,20 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
 
 # JAX's dump of each module it hands XLA to compile (jax/_src/compiler.py: the "compile" stage).
 _COMPILE_DUMP = re.compile(r"^jax_ir(\d+)_(.+)_compile\.mlir$")
+# A program's own modules irscope compiles for their stages, the first ones in JAX's order; the rest
+# are listed, not compiled (each compile dumps every pass and the job's time and disk are bounded).
+MAX_PROGRAM_MODULES = 8
 
 
 def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, Any]:
     """A program that calls jax.jit itself (it defines neither `fn` nor `example_args`): run as
     `python file.py` runs it, with JAX dumping every module it hands XLA to compile
-    (jax_dump_ir_to). irscope compiles the largest of them for the stages; every one is listed."""
+    (jax_dump_ir_to). Every module is listed; each of the program's own (up to MAX_PROGRAM_MODULES)
+    is lowered for irscope to compile, keyed and grouped by its function and the line that called it."""
     import jax
 
     from compiler import user_code
+    from compiler.xla.source_map import call_site
     _locations_name_the_users_frames()
     dump = os.path.join(job["workdir"], "jax-modules")
     os.makedirs(dump, exist_ok=True)
@@ -171,9 +178,14 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
     dumped = sorted((int(m.group(1)), m.group(2), name) for name in os.listdir(dump)
                     if (m := _COMPILE_DUMP.match(name)))
     # JAX compiles every operation run eagerly too (jit_convert_element_type, jit__normal): the
-    # program's own are the modules named after a function its source defines (jit_<name>)
-    defined = {n.name for n in ast.walk(ast.parse(_read_text(path)))
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {"<lambda>", "_lambda_"}
+    # program's own are the modules named after a function its source defines (jit_<name>).
+    # name -> (its `def` line, its first line with decorators, its last line)
+    functions: dict[str, tuple[int, int, int]] = {}
+    for n in ast.walk(ast.parse(_read_text(path))):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(n.name, (n.lineno, min([d.lineno for d in n.decorator_list] + [n.lineno]),
+                                          n.end_lineno or n.lineno))
+    defined = set(functions) | {"<lambda>", "_lambda_"}
     own = [d for d in dumped if d[1].removeprefix("jit_") in defined]
     if not own:
         eager = ", ".join(sorted({d[1] for d in dumped})[:8])
@@ -182,16 +194,36 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
                                                             f"{eager})" if eager else "")
                          + ", and it defines no `fn` and `example_args` for irscope to lower")
     texts = {name: _read_text(os.path.join(dump, name)) for _, _, name in dumped}
-    # the largest of the program's own modules (most lines) is the one compiled for the stages;
-    # of equal ones, the last
-    shown = max(own, key=lambda d: (texts[d[2]].count("\n"), d[0]))[2]
-    modules = [{"order": n, "module": module, "lines": texts[name].count("\n"), "shown": name == shown,
-                "own": (n, module, name) in own} for n, module, name in dumped]
-    text = texts[shown]
-    replicas, partitions = _partition_counts(text, 1)
-    return {"mlir": text, "stablehlo": text, "replicas": replicas, "partitions": partitions,
-            "shardy": bool(jax.config.jax_use_shardy_partitioner), "lower_ms": None, "program_ms": run_ms,
-            "printed": sink.getvalue(), "modules": modules}
+    # a module compiled more than once (another shape) is <module>.<n>, as a kernel's configs are
+    repeats = {module: sum(1 for d in own if d[1] == module) for _, module, _ in own}
+    seen: dict[str, int] = {}
+    modules, lowered = [], 0
+    for n, module, name in dumped:
+        row: dict[str, Any] = {"order": n, "module": module, "lines": texts[name].count("\n"),
+                               "own": (n, module, name) in own}
+        if row["own"]:
+            k = seen[module] = seen.get(module, -1) + 1
+            function = module.removeprefix("jit_")
+            line, first, last = functions.get(function, (None, 0, -1))
+            called = call_site(texts[name], path, first, last) if line else None
+            row.update(key=re.sub(r"[^\w.\-]", "_", module) + (f".{k}" if repeats[module] > 1 else ""),
+                       function=function, defined=line, called=called,
+                       group=module + (f" (line {called})" if called else ""))
+            if lowered == MAX_PROGRAM_MODULES:
+                row["why"] = (f"not compiled: the program compiled more than {MAX_PROGRAM_MODULES} modules of its "
+                              f"own; irscope compiles the first {MAX_PROGRAM_MODULES} (MAX_PROGRAM_MODULES)")
+            else:
+                row["mlir"], lowered = texts[name], lowered + 1
+        modules.append(row)
+    return {"program": modules, "shardy": bool(jax.config.jax_use_shardy_partitioner), "program_ms": run_ms,
+            "printed": sink.getvalue()}
+
+
+def _program_module(lowered: dict[str, Any], module: str, mlir: str) -> dict[str, Any]:
+    """One of a program's own modules (its StableHLO as JAX dumped it), as `compile_module` takes it."""
+    replicas, partitions = _partition_counts(mlir, 1)
+    return {"mlir": mlir, "stablehlo": mlir, "replicas": replicas, "partitions": partitions,
+            "shardy": lowered["shardy"], "lower_ms": None, "module": module}
 
 
 def _read_text(path: str) -> str:
@@ -260,7 +292,7 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
     debug = opts.executable_build_options.debug_options
     for key, value in pass_lists.items():
         setattr(debug, key, value)
-    phase("compiling")
+    phase("compiling" + (f" {lowered['module']}" if lowered.get("module") else ""))
     session = _start_trace()
     t0 = time.perf_counter()
     try:
@@ -457,6 +489,77 @@ def time_execution(exe: Any, devices: list, before_optimizations: str, repeats: 
 LOWERINGS = {"hlo": lower_hlo, "stablehlo": lower_stablehlo, "jax": lower_jax}
 
 
+def _compiled(job: dict[str, Any], lowered: dict[str, Any]) -> dict[str, Any]:
+    """One module compiled (its dump in job["dump_dir"]) and what the pipeline reads of it: the
+    optimized module, memory, cost, shardings, the graph; its run timed where job["run"] asks."""
+    exe, devices, backend, compile_ms = compile_module(job, lowered)
+    import jax.extend.backend as jax_backend
+    hlo = hlo_bindings()
+    module = exe.hlo_modules()[0]
+    optimized = module.to_string()
+    stats = exe.get_compiled_memory_stats()
+    memory = {k: getattr(stats, k) for k in dir(stats) if k.endswith("_in_bytes") and not k.startswith("_")
+              and isinstance(getattr(stats, k), int)}
+    gpu = job.get("target", "cpu") != "cpu"
+    if gpu and lowered.get("real_device") is None:
+        cost_total = None  # a compile-only executable answers "GetCostAnalysis is not supported"
+    else:
+        cost_total = dict(exe.cost_analysis() or {})
+    # HloCostAnalysis needs a PjRt client: the host CPU's for a compile-only GPU executable
+    cost_client = jax_backend.get_backend("cpu") if gpu else backend
+    shardings = {
+        "parameters": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_parameter_shardings() or []],
+        "outputs": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_output_shardings() or []],
+    }
+    result: dict[str, Any] = {
+        "stablehlo": lowered["stablehlo"], "optimized": optimized, "memory": memory,
+        "cost_total": cost_total, "cost": per_instruction_cost(cost_client, optimized),
+        "target": job.get("target", "cpu"), "real_device": lowered.get("real_device"),
+        "shardings": shardings, "devices": len(devices), "replicas": lowered["replicas"],
+        "partitions": lowered["partitions"], "shardy": lowered["shardy"], "compile_ms": compile_ms,
+        "lower_ms": lowered.get("lower_ms"), "printed": lowered.get("printed", ""),
+        "trace": lowered.get("trace", []),
+        "dot": hlo.hlo_module_to_dot_graph(module), "hlo_bindings": hlo.__name__,
+    }
+    before = [f for f in os.listdir(job["dump_dir"]) if f.endswith(".before_optimizations.txt")]
+    if job.get("run", True) and before and not gpu:
+        with open(os.path.join(job["dump_dir"], sorted(before)[-1]), encoding="utf-8") as f:
+            before_text = f.read()
+        phase("running the compiled executable")
+        try:
+            result["run"] = time_execution(exe, devices, before_text, int(job.get("repeats", 20)),
+                                           int(job.get("warmup", 3)))
+        except Exception as e:  # noqa: BLE001 - a failed timing run must not lose the compile
+            result["run"] = {"skipped": f"{type(e).__name__}: {e}"[:500]}
+    return result
+
+
+def _compile_program(job: dict[str, Any], lowered: dict[str, Any]) -> dict[str, Any]:
+    """Each of a program's own modules compiled in turn in this process, each dumping to its own
+    directory (<dump_dir>/<order>); the first compiled is the one timed. A module XLA fails to
+    compile again keeps its row with XLA's message; none compiling is the job's error."""
+    compiled: list[dict[str, Any]] = []
+    first_error: ChildError | None = None
+    for row in lowered["program"]:
+        mlir = row.pop("mlir", None)
+        if mlir is None:
+            continue
+        dump = f"{row['order']:04d}"
+        module_job = dict(job, dump_dir=os.path.join(job["dump_dir"], dump), run=job.get("run", True) and not compiled)
+        try:
+            result = _compiled(module_job, _program_module(lowered, row["module"], mlir))
+        except ChildError as e:
+            row["why"] = "not compiled: " + (e.message.strip().split("\n")[0][:300] or e.kind)
+            first_error = first_error or e
+            continue
+        compiled.append(dict(result, key=row["key"], group=row["group"], dump=dump))
+    if not compiled:
+        raise first_error or ChildError(ErrorKind.InternalError, "no module of the program was compiled")
+    return {"modules": lowered["program"], "compiled": compiled, "printed": lowered["printed"],
+            "program_ms": lowered["program_ms"], "target": job.get("target", "cpu"),
+            "devices": compiled[0]["devices"], "real_device": compiled[0]["real_device"]}
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as f:
         job = json.load(f)
@@ -465,46 +568,7 @@ def main(argv: list[str]) -> int:
     result_path = os.path.join(job["workdir"], RESULT)
     try:
         lowered = LOWERINGS[job["language"]](job)
-        exe, devices, backend, compile_ms = compile_module(job, lowered)
-        import jax.extend.backend as jax_backend
-        hlo = hlo_bindings()
-        module = exe.hlo_modules()[0]
-        optimized = module.to_string()
-        stats = exe.get_compiled_memory_stats()
-        memory = {k: getattr(stats, k) for k in dir(stats) if k.endswith("_in_bytes") and not k.startswith("_")
-                  and isinstance(getattr(stats, k), int)}
-        gpu = job.get("target", "cpu") != "cpu"
-        if gpu and lowered.get("real_device") is None:
-            cost_total = None  # a compile-only executable answers "GetCostAnalysis is not supported"
-        else:
-            cost_total = dict(exe.cost_analysis() or {})
-        # HloCostAnalysis needs a PjRt client: the host CPU's for a compile-only GPU executable
-        cost_client = jax_backend.get_backend("cpu") if gpu else backend
-        shardings = {
-            "parameters": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_parameter_shardings() or []],
-            "outputs": [str(hlo.HloSharding.from_proto(s)) for s in exe.get_output_shardings() or []],
-        }
-        result: dict[str, Any] = {
-            "stablehlo": lowered["stablehlo"], "optimized": optimized, "memory": memory,
-            "cost_total": cost_total, "cost": per_instruction_cost(cost_client, optimized),
-            "target": job.get("target", "cpu"), "real_device": lowered.get("real_device"),
-            "shardings": shardings, "devices": len(devices), "replicas": lowered["replicas"],
-            "partitions": lowered["partitions"], "shardy": lowered["shardy"], "compile_ms": compile_ms,
-            "lower_ms": lowered.get("lower_ms"), "printed": lowered.get("printed", ""),
-            "modules": lowered.get("modules"), "program_ms": lowered.get("program_ms"),
-            "trace": lowered.get("trace", []),
-            "dot": hlo.hlo_module_to_dot_graph(module), "hlo_bindings": hlo.__name__,
-        }
-        before = [f for f in os.listdir(job["dump_dir"]) if f.endswith(".before_optimizations.txt")]
-        if job.get("run", True) and before and not gpu:
-            with open(os.path.join(job["dump_dir"], sorted(before)[-1]), encoding="utf-8") as f:
-                before_text = f.read()
-            phase("running the compiled executable")
-            try:
-                result["run"] = time_execution(exe, devices, before_text, int(job.get("repeats", 20)),
-                                               int(job.get("warmup", 3)))
-            except Exception as e:  # noqa: BLE001 - a failed timing run must not lose the compile
-                result["run"] = {"skipped": f"{type(e).__name__}: {e}"[:500]}
+        result = _compile_program(job, lowered) if "program" in lowered else _compiled(job, lowered)
     except ChildError as e:
         result = {"error": {"kind": e.kind, "message": e.message[:8000], "line": e.line, "at": e.at}}
     except Exception:  # noqa: BLE001 - reported to the pipeline as an internal failure

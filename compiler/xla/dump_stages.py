@@ -7,8 +7,10 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from compiler.model import Stage
 from compiler.pipeline import Bundle
 from compiler.xla import dump_index, hlo_text, memory, traces
 
@@ -17,12 +19,44 @@ MAX_KERNEL_STAGES = 64
 MAX_ASM_BYTES = 2_000_000
 
 
+@dataclass(frozen=True)
+class ModuleStages:
+    """Where the stages of one compiled module go. A job of one module (an HLO, StableHLO or `fn`
+    job, an imported dump) keeps the plain keys: `xla.optimized`, `xla.pass:<seq>...`. Each module
+    of a JAX program is keyed like a kernel's stages (`triton.ptx:<kernel>`): `xla.optimized:jit_f`,
+    `xla.pass:jit_f/<seq>...`, titled `[jit_f]` as PyTorch titles a compile's `[0/0]`, all in one
+    group named after the function and the line that called it."""
+
+    bundle: Bundle
+    module: str = ""  # "" for the job's only module
+    group: str = ""   # every stage's group ("" keeps each stage's own)
+
+    def key(self, key: str) -> str:
+        """The key a stage of this module has: `key`, or `key` qualified by the module."""
+        if not self.module:
+            return key
+        base, sep, tail = key.partition(":")
+        return f"{base}:{self.module}/{tail}" if sep else f"{base}:{self.module}"
+
+    def add(self, key: str, title: str, group: str, fmt: str, value: Any,
+            source_map: list[list[int]] | None = None, meta: dict[str, Any] | None = None) -> Stage:
+        return self.bundle.add(self.key(key), f"{title} [{self.module}]" if self.module else title,
+                               self.group or group, fmt, value, source_map=source_map, meta=meta)
+
+    def progress(self, text: str) -> None:
+        self.bundle.progress(text + (f" ({self.module})" if self.module else ""))
+
+
 def read_text(path: str, limit: int | None = None) -> str:
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read(limit) if limit else f.read()
 
 
-def pass_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
+def snapshot_key(snap: dump_index.SnapshotName) -> str:
+    return f"xla.pass:{snap.seq:04d}.{snap.pipeline}.{snap.after}"
+
+
+def pass_stages(bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                 hlo_map: Callable[[str], list[list[int]]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`xla.passes` (the index of pass snapshots, with XLA's own pass times when `runs` has them)
     and one `xla.pass:<seq>...` stage per snapshot; returns the per-pass timing records."""
@@ -40,7 +74,7 @@ def pass_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, befo
         mtime = os.stat(path).st_mtime_ns
         records.append({"seq": snap.seq, "pipeline": snap.pipeline, "pass": snap.after, "next": snap.before,
                         "changed": text != prev_text, "instructions": hlo_text.instruction_count(text),
-                        "key": f"xla.pass:{snap.seq:04d}.{snap.pipeline}.{snap.after}", "file": snap.file,
+                        "key": bundle.key(snapshot_key(snap)), "file": snap.file,
                         "ms_since_previous": None if prev_time is None else round((mtime - prev_time) / 1e6, 3),
                         "pass_ms": round(run_of_seq[snap.seq]["ms"], 3) if snap.seq in run_of_seq else None})
         prev_text, prev_time = text, mtime
@@ -51,7 +85,7 @@ def pass_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, befo
         rows.append(f"{r['seq']:>4}  {r['pipeline']:<40} {r['pass']:<44} {('yes' if r['changed'] else 'no'):<8} "
                     f"{r['instructions']:>6} {ms:>8}")
     if runs:
-        keys = {j: f"xla.pass:{seq:04d}" for j, seq in matched.items()}
+        keys = {j: bundle.key(f"xla.pass:{seq:04d}") for j, seq in matched.items()}
         rows += ["", f"Every pass XLA ran ({len(runs)}), from XLA's own trace events; 'snapshot' marks the "
                      f"passes that changed the module", "",
                  f"{'pipeline':<44} {'pass':<44} {'ms':>9}  snapshot", "-" * 112]
@@ -72,10 +106,10 @@ def pass_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, befo
     if index.before_optimizations:
         bundle.add("xla.pass:before_optimizations", "Before optimizations", "Passes", "hlo", before_text,
                    source_map=hlo_map(before_text))
-        prev_key = "xla.pass:before_optimizations"
-    for r in records:
+        prev_key = bundle.key("xla.pass:before_optimizations")
+    for snap, r in zip(snapshots, records):
         text = read_text(os.path.join(dump_dir, r["file"]))
-        bundle.add(r["key"], f"{r['seq']:04d} {r['pipeline']} / {r['pass']}", "Passes", "hlo", text,
+        bundle.add(snapshot_key(snap), f"{r['seq']:04d} {r['pipeline']} / {r['pass']}", "Passes", "hlo", text,
                    source_map=hlo_map(text),
                    meta={"diff_with": prev_key, "pipeline": r["pipeline"], "pass": r["pass"],
                          "changed": r["changed"], "instructions": r["instructions"]})
@@ -88,7 +122,7 @@ def pass_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, befo
 
 
 
-def memory_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, stats: dict[str, Any]) -> None:
+def memory_stages(bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str, stats: dict[str, Any]) -> None:
     """`xla.buffer_assignment` and `xla.memory` (compiler/xla/memory.py), with XLA's memory stats
     when the compile reported them (`stats`: {} for a dump read on its own)."""
     if not index.buffer_assignment:
@@ -109,7 +143,7 @@ def memory_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, st
 
 
 
-def code_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str) -> None:
+def code_stages(bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str) -> None:
     """One `xla.llvm_ir:<kernel>` stage per dumped LLVM module, and `xla.asm` from the dumped objects."""
     def kernel_name(module: str) -> str:
         name = re.sub(r"^__compute_module_", "", module)
@@ -145,7 +179,7 @@ def write_dump_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str
     partitioned module, memory, kernels. Source maps point at no user line. Returns the count."""
     before = len(bundle.manifest.stages)
     before_text = read_text(os.path.join(dump_dir, index.before_optimizations)) if index.before_optimizations else ""
-    pass_stages(bundle, index, dump_dir, before_text, lambda text: [], [])
+    pass_stages(ModuleStages(bundle), index, dump_dir, before_text, lambda text: [], [])
     partitioned = [s for s in index.snapshots if s.after == "spmd-partitioning"]
     if partitioned:
         text = read_text(os.path.join(dump_dir, partitioned[-1].file))
@@ -154,6 +188,6 @@ def write_dump_stages(bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str
         optimized = read_text(os.path.join(dump_dir, index.after_optimizations))
         bundle.add("xla.optimized", "Optimized HLO", "XLA", "hlo", optimized,
                    meta={"scheduled": hlo_text.parse_hlo_text(optimized).is_scheduled})
-    memory_stages(bundle, index, dump_dir, {})
-    code_stages(bundle, index, dump_dir)
+    memory_stages(ModuleStages(bundle), index, dump_dir, {})
+    code_stages(ModuleStages(bundle), index, dump_dir)
     return len(bundle.manifest.stages) - before

@@ -2,7 +2,9 @@
 
 - `hlo`: HLO text as XLA prints it, shardings included (GSPMD propagation and partitioning);
 - `stablehlo`: StableHLO/MHLO MLIR text;
-- `jax`: Python defining `fn` and `example_args`, lowered by `jax.jit(fn).lower(*example_args)`.
+- `jax`: Python defining `fn` and `example_args`, lowered by `jax.jit(fn).lower(*example_args)`; or a
+  program that calls jax.jit itself, run as written, each of its own modules compiled with its own
+  stages (`xla.optimized:jit_f`, ...).
 
 All three go through one compile, run in a child process (compiler/xla/child.py) because XLA
 aborts on some malformed input. Every stage is what XLA wrote: its dump directory (pass
@@ -29,6 +31,7 @@ from compiler.pipeline import Bundle, JobContext, LogReader, Option, OptionError
 from compiler.targets.xla_gpu import XLA_GPU_TARGETS, describe_xla_gpu_target, get_xla_gpu_target, virtual_note
 from compiler.user_code import runs_as_written
 from compiler.xla import dump_index, dump_stages, gpu_code, gpu_schedule, hlo_text, sharding, source_map, traces
+from compiler.xla.dump_stages import ModuleStages
 from compiler.xla.errors import fatal_message, hlo_error_line, input_names
 from compiler.xla.options import validate_xla_options
 from compiler.xla.protos import parse_text_proto
@@ -195,6 +198,11 @@ class XlaPipeline(Pipeline):
     toolchain_packages = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12")
     requires = ("jax", "jaxlib")
 
+    def packages_used(self, options: dict[str, Any]) -> tuple[str, ...]:
+        """XLA:CPU is jaxlib's own (JAX_PLATFORMS=cpu: the CUDA plugin is never loaded); a GPU
+        target compiles with the plugin and the wheel's ptxas too."""
+        return self.requires if options.get("target", "cpu") == "cpu" else self.toolchain_packages
+
     def toolchain_refusal(self, options: dict[str, Any], versions: dict[str, str]) -> str | None:
         """XLA:CPU is in jaxlib; a virtual XLA:GPU target needs the CUDA plugin of jaxlib's release."""
         why = super().toolchain_refusal(options, versions)
@@ -283,6 +291,33 @@ class XlaPipeline(Pipeline):
         gpu = get_xla_gpu_target(target) if target != "cpu" else None
         if gpu is not None:
             bundle.timing("target", describe_xla_gpu_target(gpu, int(result["devices"]), result.get("real_device")))
+        dump_dir = os.path.join(work, "dump")
+        compiled = result.get("compiled")
+        if compiled is None:  # the job's one module, its stages keyed as they always were
+            compile_timing = self._module_stages(ModuleStages(bundle), result, work, dump_dir, request, ctx, gpu)
+            run = result.get("run")
+        else:  # a JAX program: each module of its own that irscope compiled, keyed and grouped by module
+            _program_stages(bundle, result["modules"], result.get("printed", ""))
+            resources: list[Any] = []
+            timings = [self._module_stages(ModuleStages(bundle, r["key"], r["group"]), r, work,
+                                           os.path.join(dump_dir, r["dump"]), request, ctx, gpu, resources)
+                       for r in compiled]
+            if resources:
+                _write_resources(bundle, resources)
+            compile_timing = _program_timing(result, compiled, timings)
+            run = next((dict(r["run"], module=r["key"]) for r in compiled if r.get("run")), None)
+        bundle.timing("compile", compile_timing)
+        if run:
+            bundle.timing("run", dict(run, what="the compiled executable, all devices, on random inputs"))
+
+    def _module_stages(self, bundle: ModuleStages, result: dict[str, Any], work: str, dump_dir: str,
+                       request: Request, ctx: JobContext, gpu: Any,
+                       resources: list[Any] | None = None) -> dict[str, Any]:
+        """Every stage of one compiled module (`result`, its dump in `dump_dir`): StableHLO, the pass
+        snapshots, sharding, the optimized module, schedule, memory, cost, code, the graph. Returns
+        its compile timing. A GPU module's kernel resources go to `resources` when given (a
+        program's table of every module's kernels), else to its own table."""
+        lines = request.source.count("\n") + 1
         user_file = self.user_file(work)
         names = self.input_names(request.source)
 
@@ -291,17 +326,13 @@ class XlaPipeline(Pipeline):
 
         # StableHLO
         stablehlo = result["stablehlo"]
-        modules = result.get("modules")
-        shown = next((m["module"] for m in modules or () if m["shown"]), None)
         bundle.add("xla.stablehlo", "StableHLO", "Input", "mlir", stablehlo,
                    source_map=self.stablehlo_map(stablehlo, user_file, names, lines),
-                   meta={"note": self.stablehlo_note if not modules else
-                         f"the module JAX handed XLA to compile for {shown}, as JAX dumped it (jax_dump_ir_to)"})
-        if modules:
-            _program_stages(bundle, modules, result.get("printed", ""))
+                   meta={"note": self.stablehlo_note if not bundle.module else
+                         f"the module JAX handed XLA to compile for {bundle.module}, as JAX dumped it "
+                         "(jax_dump_ir_to)"})
 
         bundle.progress("reading XLA's dump")
-        dump_dir = os.path.join(work, "dump")
         index = dump_index.read_dump(dump_dir)
         if index is None:
             raise RuntimeError("XLA wrote no dump for the compiled module")
@@ -313,7 +344,8 @@ class XlaPipeline(Pipeline):
 
         optimized = result["optimized"]
         opt_module = hlo_text.parse_hlo_text(optimized)
-        opt_meta: dict[str, Any] = {"scheduled": opt_module.is_scheduled}
+        opt_meta: dict[str, Any] = {"scheduled": opt_module.is_scheduled, "module": opt_module.name,
+                                    "counts": module_counts(opt_module)}
         if gpu is not None:
             opt_meta["note"] = (f"XLA:GPU's optimized, scheduled module for {gpu.product} "
                                 f"({index.after_optimizations}); "
@@ -340,13 +372,13 @@ class XlaPipeline(Pipeline):
             self._code_stages(bundle, index, dump_dir)
         else:
             self._gpu_code_stages(bundle, index, dump_dir, opt_module, dict(map(tuple, hlo_map(optimized))),
-                                  ctx.workdir, gpu)
+                                  ctx.workdir, gpu, resources)
         bindings = result.get("hlo_bindings", "jaxlib._hlo")  # compiler/xla/jaxlib_hlo.py
         graph_drawing.add_graph(bundle, "xla.graph", "HLO graph", "XLA", result["dot"],
                                 meta={"note": f"{bindings}.hlo_module_to_dot_graph of the optimized module's entry "
                                               "computation, laid out by Graphviz"})
 
-        compile_timing: dict[str, Any] = {"total_ms": result["compile_ms"], "child_process_ms": result["child_ms"],
+        compile_timing: dict[str, Any] = {"total_ms": result["compile_ms"], "child_process_ms": result.get("child_ms"),
                                           "passes": passes,
                                           "passes_note": ("duration of every pass from XLA's TraceMe events "
                                                           "(nested pipelines appear as passes too)" if runs else
@@ -356,8 +388,6 @@ class XlaPipeline(Pipeline):
                                                           "included")}
         phases = traces.trace_phases(result.get("trace") or [], index.prefix.split(".", 1)[1])
         # `<phase>_s` keys are what the Timings tab draws as bars.
-        if result.get("program_ms") is not None:  # a program's own run, its jit compiles included
-            compile_timing["program_s"] = round(result["program_ms"] / 1e3, 3)
         if result.get("lower_ms") is not None:
             compile_timing["lower_ms"] = result["lower_ms"]
             compile_timing["jax_lowering_s"] = result["lower_ms"] / 1e3
@@ -372,17 +402,16 @@ class XlaPipeline(Pipeline):
         compile_timing["source"] = ("wall time of XLA's compile_and_load; phases from XLA's own trace events "
                                     "(backend includes thunk emission, kernel compile and codegen)")
         if gpu is not None:
-            compile_timing["source"] = (f"wall time of XLA:GPU's compile for {target} on the host CPU (a compile-only "
-                                        "client); phases where XLA's trace events reached jaxlib's profiler")
-        bundle.timing("compile", compile_timing)
-        if result.get("run"):
-            bundle.timing("run", dict(result["run"], what="the compiled executable, all devices, on random inputs"))
+            compile_timing["source"] = (f"wall time of XLA:GPU's compile for {result.get('target')} on the host CPU "
+                                        "(a compile-only client); phases where XLA's trace events reached jaxlib's "
+                                        "profiler")
+        return compile_timing
 
-    def _pass_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
+    def _pass_stages(self, bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                      hlo_map: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return dump_stages.pass_stages(bundle, index, dump_dir, before_text, hlo_map, runs)
 
-    def _sharding_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
+    def _sharding_stages(self, bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str, before_text: str,
                          result: dict[str, Any], hlo_map: Any) -> None:
         devices = int(result["devices"])
         propagated = [s for s in index.snapshots if s.before == "spmd-partitioning"]
@@ -425,8 +454,7 @@ class XlaPipeline(Pipeline):
                  for i in prop_module.instructions()]
         spmd_text = _read(os.path.join(dump_dir, partitioned[-1].file)) if partitioned else ""
         found = sharding.collectives(hlo_text.parse_hlo_text(spmd_text), devices) if spmd_text else []
-        source = (f"xla.pass:{propagated[-1].seq:04d}.{propagated[-1].pipeline}.{propagated[-1].after}"
-                  if propagated else "xla.pass:before_optimizations")
+        source = bundle.key(dump_stages.snapshot_key(propagated[-1]) if propagated else "xla.pass:before_optimizations")
         data = {"devices": devices, "partitioner": "shardy" if result.get("shardy") else "gspmd",
                 "arrays": arrays, "instructions": table, "collectives": found, "from_stage": source}
         bundle.add("xla.sharding", "Sharding", "SPMD", "mesh", data,
@@ -446,11 +474,11 @@ class XlaPipeline(Pipeline):
                 "tile_devices": parsed.get("devices"),
                 "tiles": sharding.sharding_tiles(shape.dims, parsed, devices)}
 
-    def _memory_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str,
+    def _memory_stages(self, bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str,
                        result: dict[str, Any]) -> None:
         dump_stages.memory_stages(bundle, index, dump_dir, result["memory"])
 
-    def _cost_stage(self, bundle: Bundle, result: dict[str, Any]) -> None:
+    def _cost_stage(self, bundle: ModuleStages, result: dict[str, Any]) -> None:
         rows = result.get("cost", [])
         total = result.get("cost_total")
         gpu = result.get("target", "cpu") != "cpu"
@@ -481,7 +509,7 @@ class XlaPipeline(Pipeline):
         bundle.add("xla.cost", "Cost analysis", "XLA", "text", "\n".join(out) + "\n",
                    meta={"total": total, "instructions": rows, "note": note})
 
-    def _code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str) -> None:
+    def _code_stages(self, bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str) -> None:
         dump_stages.code_stages(bundle, index, dump_dir)
 
 
@@ -516,8 +544,11 @@ class XlaPipeline(Pipeline):
                 f"between them" + ("; the scheduler's estimated timeline from its own dump" if estimates else
                                    "; XLA dumped no latency-hiding schedule (the scheduler did not run)"))
 
-    def _gpu_code_stages(self, bundle: Bundle, index: dump_index.DumpIndex, dump_dir: str,
-                         module: hlo_text.HloText, opt_pairs: dict[int, int], workdir: str, gpu: Any) -> None:
+    def _gpu_code_stages(self, bundle: ModuleStages, index: dump_index.DumpIndex, dump_dir: str,
+                         module: hlo_text.HloText, opt_pairs: dict[int, int], workdir: str, gpu: Any,
+                         resources: list[Any] | None) -> None:
+        """The module's XLA:GPU stages (fusions, Triton IR, LLVM IR, PTX, SASS, `kernels.resources`);
+        the rows of its kernels go to `resources` instead where given (a program's one table)."""
         decisions = gpu_code.fusion_decisions(module)
         counts: dict[str, int] = {}
         for d in decisions:
@@ -577,7 +608,11 @@ class XlaPipeline(Pipeline):
                 listings = list(pool.map(lambda m: gpu_code.sass_of_ptx(m[2], ptxas, workdir), modules))
             sass_parts = [f"// ===== PTX {key} ({file}): {ran}\n{sass}"
                           for (key, file, _), (sass, ran, _) in zip(modules, listings)]
-            self._resource_table(bundle, gpu, modules, [kernels for _, _, kernels in listings], decisions)
+            rows = self._resource_rows(bundle, gpu, modules, [kernels for _, _, kernels in listings], decisions)
+            if resources is None:
+                _write_resources(bundle.bundle, rows)
+            else:
+                resources.extend(rows)
         if sass_parts:
             text = "\n".join(sass_parts)
             if len(text) > dump_stages.MAX_ASM_BYTES:
@@ -589,10 +624,11 @@ class XlaPipeline(Pipeline):
                                      "dump its cubin"})
 
     @staticmethod
-    def _resource_table(bundle: Bundle, gpu: Any, modules: list[tuple[str, str, str]],
-                        kernels: list[list[dict[str, Any]]], decisions: list[dict[str, Any]]) -> None:
-        """`kernels.resources`: every kernel of XLA's PTX modules (its fusions, Triton's among them)."""
-        from compiler.kernels.resources import NVIDIA_SOURCE, nvidia_row, write_resource_table
+    def _resource_rows(bundle: ModuleStages, gpu: Any, modules: list[tuple[str, str, str]],
+                       kernels: list[list[dict[str, Any]]], decisions: list[dict[str, Any]]) -> list[Any]:
+        """The `kernels.resources` rows of every kernel of a module's PTX (its fusions, Triton's
+        among them), each linked to its PTX stage; a program's module named in its label."""
+        from compiler.kernels.resources import NVIDIA_SOURCE, nvidia_row
         # XLA names a fusion's kernel after its instruction, '.' and '-' made '_'
         triton = {re.sub(r"[.-]", "_", d["name"]) for d in decisions if str(d.get("decision", "")).startswith("Triton")}
         rows = []
@@ -600,11 +636,11 @@ class XlaPipeline(Pipeline):
             arch = int(re.sub(r"\D", "", gpu_code.ptx_target(ptx) or "") or 0)
             for kernel in found:
                 label = f"{kernel['kernel']} (Triton fusion)" if kernel["kernel"] in triton else kernel["kernel"]
-                rows.append(nvidia_row(label, f"xla.ptx:{key}", gpu.name, arch, 32, kernel["threads_per_block"],
-                                       kernel["cubin_resource_usage"], kernel["ptxas"],
+                label += f" [{bundle.module}]" if bundle.module else ""
+                rows.append(nvidia_row(label, bundle.key(f"xla.ptx:{key}"), gpu.name, arch, 32,
+                                       kernel["threads_per_block"], kernel["cubin_resource_usage"], kernel["ptxas"],
                                        source=NVIDIA_SOURCE.replace("ptxas -v", "ptxas -v (the ptxas XLA used)")))
-        write_resource_table(bundle, rows, "Code", note="every kernel of XLA's PTX modules, assembled by the ptxas "
-                                                        "XLA used; Triton fusions are marked")
+        return rows
 
 
 class HloPipeline(XlaPipeline):
@@ -656,27 +692,80 @@ class StableHloPipeline(XlaPipeline):
         return ErrorKind.SyntaxError if "Failed to parse" in message else ErrorKind.CompileError
 
 
+def module_counts(module: hlo_text.HloText) -> dict[str, int]:
+    """What an HLO module holds, counted from its text: instructions (of every computation and of
+    the entry one), computations, and fusion instructions (each a kernel XLA generates)."""
+    entry = module.entry
+    return {"instructions": sum(len(c.instructions) for c in module.computations),
+            "entry_instructions": len(entry.instructions) if entry else 0,
+            "computations": len(module.computations),
+            "fusions": sum(1 for i in module.instructions() if i.opcode == "fusion")}
+
+
 def _program_stages(bundle: Bundle, modules: list[dict[str, Any]], printed: str) -> None:
-    """A JAX program that called jax.jit itself: what it printed, and every module it compiled (in
-    the order JAX compiled them), the one these stages show marked."""
+    """A JAX program that called jax.jit itself: what it printed, and the index of every module it
+    compiled: each of its own (in the order JAX compiled them) with its function, the lines of the
+    user's that define and call it and the key of its stages, linked; then the eager operations."""
     bundle.add("run.stdout", "Program output", "Run", "text", printed)
     own = [m for m in modules if m["own"]]
-    rows = [f"{'→' if m['shown'] else ' '} {m['order']:>4}  {m['module']}  ({m['lines']} lines of StableHLO)"
-            + ("" if m["own"] else "  an operation run eagerly") for m in modules]
-    text = (f"{len(modules)} module{'s' if len(modules) != 1 else ''} JAX compiled while the program ran, in order: "
-            f"{len(own)} of the program's own jitted functions, the rest operations it ran eagerly. The stages "
-            "show the largest of its own (→):\n\n" + "\n".join(rows) + "\n")
-    bundle.add("xla.jitted", f"Jitted functions ({len(own)})", "Input", "text", text, meta={"modules": modules})
+    compiled = [m for m in own if not m.get("why")]
+    eager: dict[str, int] = {}
+    for m in modules:
+        if not m["own"]:
+            eager[m["module"]] = eager.get(m["module"], 0) + 1
+    width = max(len(m["module"]) for m in own)
+    rows, pairs = [], []
+    for m in own:
+        lines = ", ".join(f"{what} line {m[what]}" for what in ("defined", "called") if m.get(what))
+        rows.append(f"{m['order']:>5}  {m['module']:<{width}}  {m['function']}" + (f": {lines}" if lines else "")
+                    + f"; {m['lines']} lines of StableHLO; " + (m.get("why") or f"stages xla.*:{m['key']}"))
+        if m.get("called") or m.get("defined"):
+            pairs.append([len(rows) + 2, m.get("called") or m["defined"]])
+    others = sum(eager.values())
+    text = (f"{len(modules)} module{'s' if len(modules) != 1 else ''} JAX compiled while the program ran: {len(own)} "
+            f"of the program's own jitted functions, in the order JAX compiled them, each compiled again by irscope "
+            f"for its stages in a group named after it and the line that called it; {others} operation"
+            f"{'s' if others != 1 else ''} it ran eagerly.\n\n" + "\n".join(rows) + "\n")
+    if eager:
+        text += ("\nRun eagerly (JAX compiles each operation run outside jax.jit; no stages): "
+                 + ", ".join(f"{name} ({n})" if n > 1 else name for name, n in eager.items()) + "\n")
+    links = [{"file": m["key"], "stage": f"xla.optimized:{m['key']}", "stage_title": f"Optimized HLO [{m['key']}]",
+              "name": f"the module JAX compiled for your function {m['function']}"
+                      + (f", called on line {m['called']}" if m.get("called") else "")} for m in compiled]
+    bundle.add("xla.jitted", f"Jitted functions ({len(own)})", "Input", "text", text, source_map=pairs,
+               meta={"modules": modules, "file_names": links})
+
+
+def _write_resources(bundle: Bundle, rows: list[Any]) -> None:
+    from compiler.kernels.resources import write_resource_table
+    write_resource_table(bundle, rows, "Code", note="every kernel of XLA's PTX modules, assembled by the ptxas XLA "
+                                                    "used; Triton fusions are marked")
+
+
+def _program_timing(result: dict[str, Any], compiled: list[dict[str, Any]],
+                    timings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A program's compile timing: its own run (its jit compiles included), then each phase of
+    irscope's compiles summed over the modules; each module's own timing under `modules`."""
+    total: dict[str, Any] = {"program_s": round(result["program_ms"] / 1e3, 3),
+                             "total_ms": sum(t["total_ms"] for t in timings), "child_process_ms": result["child_ms"]}
+    for t in timings:
+        for key, value in t.items():
+            if key.endswith("_s") and isinstance(value, (int, float)):
+                total[key] = total.get(key, 0) + value
+    total["modules"] = [dict(t, module=r["key"]) for r, t in zip(compiled, timings)]
+    total["source"] = (f"the program's own run; then {timings[0]['source']}, summed over the {len(timings)} "
+                       f"module{'s' if len(timings) != 1 else ''} irscope compiled again for their stages")
+    return total
 
 
 class JaxPipeline(XlaPipeline):
     """Python defining `fn` and `example_args`, run as a real file and lowered by jax.jit; or a
-    program that calls jax.jit itself, run as written, the largest module it compiled shown."""
+    program that calls jax.jit itself, run as written, each module of its own compiled for its stages."""
 
     key = "jax"
     title = "JAX (XLA)"
     accepts = ("Python defining `fn` and `example_args`, lowered by `jax.jit`; or a program that calls "
-               "jax.jit itself, run as written, the largest module it compiled shown")
+               "jax.jit itself, run as written, every function of its own it jits compiled")
     editor_mode = "python"
     source_markers = ("import jax", "from jax")
     example = JAX_EXAMPLE

@@ -92,3 +92,20 @@ def mlir_name_map(text: str, names: dict[str, int]) -> list[list[int]]:
                 pairs.append([number, names[name]])
                 break
     return pairs
+
+
+def call_site(text: str, user_file: str, first: int, last: int) -> int | None:
+    """The user's line that called the function a StableHLO module was traced from, the function's
+    source spanning lines `first`..`last` of `user_file`: in each op's location chain (innermost
+    frame first, as JAX records the Python stack), the frame of the user's file just outside the
+    function's own lines; the line most ops name. None when no chain reaches past the function
+    (JAX cuts the stack it records, and a nested jit's ops start at its own boundary)."""
+    counts: dict[int, int] = {}
+    for chains in mlir_text.line_location_chains(text).values():
+        for chain in chains:
+            lines = [line for file, line, _ in chain if mlir_text.same_file(file, user_file)]
+            inside = [k for k, line in enumerate(lines) if first <= line <= last]
+            if inside and inside[-1] + 1 < len(lines):
+                caller = lines[inside[-1] + 1]
+                counts[caller] = counts.get(caller, 0) + 1
+    return max(counts, key=lambda line: (counts[line], -line)) if counts else None
