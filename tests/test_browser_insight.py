@@ -205,3 +205,66 @@ def test_the_memory_chart_marks_the_peak_of_live_bytes(watched, shots):
     assert f"equal to XLA's temp_size_in_bytes = {temp}" in summary
     page.screenshot(path=str(shots / "memory.png"))
     assert re.search(rf"peak: .*\({memory['peak_bytes']} bytes\) live at step {memory['peak_at']}", summary)
+
+
+# A torch.compile bug report as people write them: a decorated function, a print that breaks the
+# graph, a main() whose loop recompiles for a new size and then for a new scale.
+BUG_REPORT = '''import torch
+
+
+@torch.compile
+def step(x, scale):
+    h = torch.relu(x) * scale
+    print("step", h.shape)  # graph break
+    return h.sum()
+
+
+def main():
+    for n, scale in ((8, 2.0), (16, 2.0), (16, 3.0)):
+        print(step(torch.randn(n), scale))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _pane_lines(page) -> list[dict]:
+    return page.eval_on_selector_all("#pane .ln", """els => els.map(e => ({
+        text: e.querySelector('.tx').textContent, src: e.dataset.src || null}))""")
+
+
+def test_a_script_that_compiles_itself_shows_its_compiles_by_call_site_its_breaks_and_recompiles(watched, shots):
+    """Pasted as written (no `model`, no `example_inputs`): the Compiles index groups every compile
+    under the user's line that called it, linked to that line; the graph-break summary names the
+    print's line with its count and PyTorch's explanation; the recompile summary lists each frame's
+    failed guards, one line each, named as the tabs name the compiles."""
+    page = watched.page
+    compile_in_page(page, "pytorch", BUG_REPORT)
+    assert status(page) == "done", page.inner_text("#results .job-error")
+    keys = tab_keys(page)
+    assert {"dynamo.compiles", "dynamo.graph_breaks", "dynamo.recompiles"} <= set(keys), keys
+    call = BUG_REPORT.splitlines().index("        print(step(torch.randn(n), scale))") + 1
+    brk = BUG_REPORT.splitlines().index('    print("step", h.shape)  # graph break') + 1
+
+    open_stage(page, "dynamo.compiles")
+    lines = _pane_lines(page)
+    assert lines[0]["text"].startswith("# 5 compiles of 2 functions"), lines[:2]
+    heading = next(ln for ln in lines if ln["text"].startswith(f"## line {call}: print(step(torch.randn(n), scale))"))
+    assert heading["src"] == str(call)  # the heading is linked to the line that called
+    rows = [ln["text"] for ln in lines if ln["text"].startswith("- [")]
+    assert any(r.startswith("- [1/1] torch_dynamo_resume_in_step_at_7") and "size mismatch" in r for r in rows), rows
+    assert any(r.startswith("- [0/2_1] step, line 4: recompiled: 0/1: scale == 2.0") for r in rows), rows
+    assert page.locator('#pane [title*="frame 0, compile 2, attempt 1"]').count() >= 1  # the id in words
+    page.screenshot(path=str(shots / "script_compiles.png"))
+
+    open_stage(page, "dynamo.graph_breaks")
+    summary = [ln for ln in _pane_lines(page) if ln["text"].startswith(f"- line {brk} ×3 GB")]
+    assert len(summary) == 1 and summary[0]["src"] == str(brk), _pane_lines(page)[:4]
+    assert "Dynamo does not know how to trace builtin operator `print`" in page.inner_text("#pane")
+
+    open_stage(page, "dynamo.recompiles")
+    text = page.inner_text("#pane")
+    assert "# frame 0 (step at model.py:4) compiled 3 times" in text
+    assert "- [0/1_1] 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16" in text
+    assert "- [0/2_1] 0/1: scale == 2.0 # h = torch.relu(x) * scale" in text and "] [" not in text

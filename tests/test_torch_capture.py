@@ -202,6 +202,12 @@ def test_guards_of_an_automatic_dynamic_recompile_by_kind():
     assert scale.meaning == "self.scale == 2" and scale.line == 12 and "static" in scale.hint
     assert any(g.kind == "TYPE_MATCH" and g.input == "self" for g in by_group["type"])
     assert {g.kind for g in by_group["global"]} >= {"GLOBAL_STATE", "DEFAULT_DEVICE"}
+    # the checks that compare with None say so in words; PyTorch's own text keeps its None
+    device = next(g for g in parsed if g.kind == "DEFAULT_DEVICE")
+    assert device.meaning.startswith("no default device is set") and device.check.endswith("== None")
+    hooks = next(g for g in parsed if "top_saved_tensors_hooks" in g.check)
+    assert hooks.meaning.startswith("no saved-tensors hooks are active")
+    assert not [g.meaning for g in parsed if "None" in g.meaning]
 
 
 def test_tracebacks_keep_the_users_frames_and_say_how_many_of_irscopes_were_cut():
@@ -306,3 +312,33 @@ def test_profiler_names_of_compiled_graphs_are_words(entries):
     assert compile_index.profiler_names(only, USER) == {
         "## Call CompiledFxGraph None ##":
             "compiled graph [1/0], backward: torch_dynamo_resume_in_forward_at_8(), line 8"}
+
+
+def test_a_recompile_after_two_failed_guards_reads_each_and_names_the_compile_as_its_stages_do():
+    """tests/fixtures/torch/recompile_two_guards.py (recorded at /tmp/gbtest/report.py): `step` compiled
+    for x of size 8, then 16, then with another `scale`. The third compile's recompile_reasons
+    artifact is a JSON list of two reasons (compile 0/1's failed guard, then 0/0's); the summary
+    said "[0/2] [" and the stage printed the list's brackets and quotes. Each reason is read, the
+    first is the summary's line with Dynamo's padding closed up, and each recompile is named by
+    its last attempt, as its stages are keyed (0/2_1: the print restarted Dynamo's analysis)."""
+    from compiler.pytorch import compile_index
+    from compiler.pytorch.trace_stages import _recompile_summary, recompiled_frames
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "recompile_two_guards.trace")
+    with open(path, encoding="utf-8") as f:
+        entries = torch_trace.parse(f.read())
+    recompiles = torch_trace.of_kind(entries, "recompile_reasons")
+    assert [len(torch_trace.recompile_reasons(e.payload)) for e in recompiles] == [1, 1, 2]
+    last = torch_trace.recompile_reasons(recompiles[2].payload)
+    assert last[0].startswith("0/1: scale == 2.0") and "User stack trace:" in last[0]
+    assert last[1] == "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16"
+    frames = recompiled_frames(entries, recompiles)
+    step = next(f for f in frames if f["function"].startswith("step at report.py:4"))
+    assert step["compiles"] == 3
+    assert step["recompiles"] == [
+        {"compile_id": "0/1_1", "reason": "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16"},
+        {"compile_id": "0/2_1", "reason": "0/1: scale == 2.0 # h = torch.relu(x) * scale # mp/gbtest/report.py:6 "
+                                          "in step"}]
+    summary = _recompile_summary(frames)
+    assert "- [0/2_1] 0/1: scale == 2.0 # h = torch.relu(x)" in summary and "] [" not in summary
+    index = {r["compile_id"]: r["recompile"] for r in compile_index.compiles(entries, ("/tmp/gbtest/report.py",))}
+    assert index["0/2_1"] == "0/1: scale == 2.0 # h = torch.relu(x) * scale # mp/gbtest/report.py:6 in step"

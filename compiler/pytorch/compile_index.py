@@ -71,7 +71,7 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
             if m.get("graph_op_count") is not None:
                 record["ops"] = int(m["graph_op_count"])
             if m.get("recompile_reason"):
-                record["recompile"] = str(m["recompile_reason"]).strip().splitlines()[0]
+                record["recompile"] = torch_trace.reason_line(str(m["recompile_reason"]))
             if m.get("fail_type"):
                 reason = str(m.get("fail_reason") or "").strip().splitlines()
                 record["error"] = f"{m['fail_type']}: {reason[0]}" if reason else str(m["fail_type"])

@@ -108,3 +108,35 @@ def compile_ids(entries: Iterable[TraceEntry]) -> list[str]:
         if cid is not None:
             seen.setdefault(cid, None)
     return list(seen)
+
+
+def recompile_reasons(payload: str) -> list[str]:
+    """A `recompile_reasons` artifact's reasons, most recent compile's first: Dynamo writes one
+    reason as its text, and several (one per earlier compile whose guards failed) as a JSON list."""
+    text = payload.strip()
+    if text.startswith("["):
+        try:
+            reasons = json.loads(text)
+        except json.JSONDecodeError:
+            reasons = None
+        if isinstance(reasons, list):
+            return [str(r).strip() for r in reasons if str(r).strip()]
+    return [text] if text else []
+
+
+def reason_line(reason: str) -> str:
+    """A guard failure's first line, its runs of spaces (Dynamo pads a guard to its source comment)
+    made one."""
+    first = next((line for line in reason.splitlines() if line.strip()), "")
+    return " ".join(first.split())
+
+
+def last_attempts(entries: Iterable[TraceEntry]) -> dict[str, str]:
+    """Each compile ("0/1") -> the id of its last attempt ("0/1_1" where Dynamo restarted its
+    analysis, as the compile's stages are keyed), in the order compiles started."""
+    last: dict[str, str] = {}
+    for cid in compile_ids(entries):
+        base, _, attempt = cid.partition("_")
+        if base not in last or int(attempt or 0) > int(last[base].partition("_")[2] or 0):
+            last[base] = cid
+    return last

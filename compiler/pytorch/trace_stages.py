@@ -162,7 +162,8 @@ class TraceStages:
         if recompiles:
             frames = recompiled_frames(entries, recompiles)
             text = _recompile_summary(frames) + "\n\n".join(
-                f"## recompile {n} (compile {e.compile_id})\n{cut_irscope_frames(e.payload.strip())}"
+                f"## recompile {n} (compile {e.compile_id})\n"
+                + cut_irscope_frames("\n".join(torch_trace.recompile_reasons(e.payload)))
                 for n, e in enumerate(recompiles, start=1))
             self._add("dynamo.recompiles", f"Recompiles ({len(recompiles)})", "Dynamo", "text", text,
                       torch_source_map.mention_map(text, user_paths), {"frames": frames})
@@ -473,13 +474,16 @@ def recompiled_frames(entries: list[torch_trace.TraceEntry],
         frame, _, rest = cid.partition("/")
         compiles.setdefault(frame, set()).add(rest.split("_")[0])
     frames: dict[str, dict[str, Any]] = {}
+    last = torch_trace.last_attempts(entries)
     for e in recompiles:
         cid = e.compile_id or ""
+        cid = last.get(cid.partition("_")[0], cid)  # as the compile's stages name it
         frame = cid.partition("/")[0]
         record = frames.setdefault(frame, {"frame": frame, "function": _frame_of(entries, f"{frame}/0") or
                                            _frame_of(entries, cid), "compiles": len(compiles.get(frame, ())),
                                            "recompiles": []})
-        reason = next((line.strip() for line in e.payload.splitlines() if line.strip()), "")
+        reasons = torch_trace.recompile_reasons(e.payload)
+        reason = torch_trace.reason_line(reasons[0]) if reasons else ""
         record["recompiles"].append({"compile_id": cid, "reason": reason})
     return list(frames.values())
 
