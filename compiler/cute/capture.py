@@ -21,7 +21,7 @@ import dataclasses
 import glob
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from compiler.errors import UserFacing
 from compiler.targets import GpuTarget
@@ -132,6 +132,15 @@ def fake_cute_tensor(dtype: Any, shape: tuple, stride: tuple, assumed_align: int
     return fake
 
 
+def _adapted(arg: Any, from_dlpack: Callable[..., Any]) -> Any:
+    """A torch FakeTensor given to a CuTe function as it is (`cute.compile(fn, torch_tensor)`) as
+    CuTe's own TensorAdapter takes a torch tensor, `from_dlpack(t).mark_layout_dynamic()`, but to
+    CuTe's fake tensor (the adapter asks the tensor's data pointer, which a fake one has not);
+    any other argument as it is."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    return from_dlpack(arg).mark_layout_dynamic() if isinstance(arg, FakeTensor) else arg
+
+
 def _retype(tensor: Any, new_type: Any, original: property) -> None:
     """The element_type setter of CuTe's fake tensors while a job runs: an irscope fake (made for a
     FakeTensor passed to from_dlpack) takes the type; any other keeps CuTe's own answer."""
@@ -177,6 +186,9 @@ class VirtualLaunches:
 
         def prepare(dsl: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
             direct = not kwargs.get("compile_only", False)
+            if recorder.virtual:  # a torch tensor passed as it is: CuTe's TensorAdapter, on a fake one
+                args = tuple(_adapted(arg, from_dlpack) for arg in args)
+                kwargs = {name: _adapted(arg, from_dlpack) for name, arg in kwargs.items()}
             setup = real_prepare(dsl, body, *args, **kwargs)
             recorder.python_names[setup.function_name] = body.__name__
             if direct:

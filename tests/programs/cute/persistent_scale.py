@@ -1,5 +1,6 @@
 """A persistent scale kernel in CuTe DSL: as many CTAs as the GPU keeps resident (asked of
-cutlass.utils.HardwareInfo, as CUTLASS's persistent GEMMs do), each striding over the vector."""
+cutlass.utils.HardwareInfo, as CUTLASS's persistent GEMMs do), each striding over the vector; the
+torch tensors passed to cute.compile as they are."""
 import argparse
 
 import torch
@@ -7,7 +8,6 @@ import torch
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils as utils
-from cutlass.cute.runtime import from_dlpack
 
 
 @cute.kernel
@@ -33,8 +33,9 @@ def run(n: int, alpha: float):
     print(f"{sms} SMs, {max_active_clusters} resident CTAs")
     x = torch.randn(n, device="cuda", dtype=torch.float32)
     y = torch.empty_like(x)
-    compiled = cute.compile(scale, from_dlpack(x), from_dlpack(y), alpha, max_active_clusters)
-    compiled(from_dlpack(x), from_dlpack(y), alpha)
+    # torch tensors passed as they are: CuTe adapts them (from_dlpack, every extent dynamic)
+    compiled = cute.compile(scale, x, y, alpha, max_active_clusters)
+    compiled(x, y, alpha)
     torch.testing.assert_close(y, x * alpha)
     print("PASS")
 
