@@ -104,6 +104,11 @@ PROGRAMS: dict[str, Expect] = {
         ("max_active_clusters = hardware_info.get_max_active_clusters(1)",
          "cutlass.utils.HardwareInfo.get_max_active_clusters: 132: estimated, no driver to ask"),
         ("torch.testing.assert_close(y, x * alpha)", "torch.testing.assert_close: " + NOT_COMPARED))),
+    # cute.testing.autotune_jit: each block size compiled for each shape it was called with
+    "cute/scale_autotune_jit.py": Expect(("scale",), (
+        ("scale(x, y, 3.0, n)", "cutlass.cute.testing.autotune_jit: not timed: nothing ran on the virtual GPU; "
+                                "each config was compiled and called once"),
+        ("torch.testing.assert_close(y, x * 3.0)", "torch.testing.assert_close: " + NOT_COMPARED))),
     # FP8 kept in uint8 and retyped (`.element_type = ...`), tuned with cutlass.testing.tune
     "cute/fp8_copy_tune.py": Expect(("fp8_copy",), (
         ('best = testing.tune(configured, params_dict={"threads": [128, 256]})',

@@ -113,14 +113,17 @@ class VirtualChecks:
                         (helion_testing, "do_bench", self._benchmark("helion._testing.do_bench"))]
         if "cutlass" in libraries:
             import cutlass.cute.testing as cute_testing
-            patches.append((cute_testing, "benchmark", self._cute_benchmark("cutlass.cute.testing.benchmark")))
+            patches += [(cute_testing, "benchmark", self._cute_benchmark("cutlass.cute.testing.benchmark")),
+                        (cute_testing, "tune", self._cute_tune("cutlass.cute.testing.tune"))]
             try:  # CUTLASS's examples also import the benchmark and autotuner of `cutlass.testing`
                 import cutlass.testing as cutlass_testing
             except ImportError:
                 cutlass_testing = None
             if cutlass_testing is not None:
                 patches += [(cutlass_testing, "benchmark", self._cute_benchmark("cutlass.testing.benchmark")),
-                            (cutlass_testing, "tune", self._cute_tune)]
+                            (cutlass_testing, "tune", self._cute_tune("cutlass.testing.tune")),
+                            # what cute.testing.autotune_jit times each config with
+                            (cutlass_testing, "_benchmark_for_autotune", self._autotune_benchmark)]
         with contextlib.ExitStack() as stack:
             for owner, name, value in patches:
                 if hasattr(owner, name):
@@ -164,32 +167,45 @@ class VirtualChecks:
             return math.nan
         return bench
 
-    def _cute_tune(self, func: Callable[..., Callable[[], Any]], params_dict: dict[str, list[Any]] | None = None,
-                   kernel_arguments: Any = None, **options: Any) -> dict[str, Any]:
-        """`cutlass.testing.tune`: each config's function made and called once, in CUTLASS's order, so
-        that every config compiles; a config that raises is skipped, as CUTLASS skips it. No time can
-        pick one, so the first config that compiled is returned. When none compiled, the last
-        config's own error is raised (CUTLASS says only "No best kernel found", which hides why)."""
-        import itertools
-        if params_dict is None:
-            raise ValueError("params_dict must be provided")
-        args, kwargs = getattr(kernel_arguments, "args", ()), getattr(kernel_arguments, "kwargs", {})
-        configs = [dict(zip(params_dict, values)) for values in itertools.product(*params_dict.values())]
-        compiled: list[dict[str, Any]] = []
-        failure: Exception | None = None
-        for config in configs:
-            try:
-                func(*args, **{**kwargs, **config})()
-            except Exception as e:  # noqa: BLE001 - CUTLASS's tune skips a config that raises (a value read is no Exception)
-                failure = e
-                continue
-            compiled.append(config)
-        self.note("cutlass.testing.tune", f"not timed: nothing ran on the virtual GPU; each of the {len(configs)} "
-                                          f"configs was made and called once ({len(compiled)} compiled), and the "
-                                          f"first that compiled is returned: {compiled[0] if compiled else 'none'}")
-        if not compiled:
-            raise failure if failure is not None else ValueError("No best kernel found")
-        return compiled[0]
+    def _cute_tune(self, name: str) -> Callable[..., dict[str, Any]]:
+        def tune(func: Callable[..., Callable[[], Any]], params_dict: dict[str, list[Any]] | None = None,
+                 kernel_arguments: Any = None, **options: Any) -> dict[str, Any]:
+            """CUTLASS's `tune`: each config's function made and called once, in CUTLASS's order, so
+            that every config compiles; a config that raises is skipped, as CUTLASS skips it. No time
+            can pick one, so the first config that compiled is returned. When none compiled, the last
+            config's own error is raised (CUTLASS says only "No best kernel found", which hides why)."""
+            import itertools
+            if params_dict is None:
+                raise ValueError("params_dict must be provided")
+            args, kwargs = getattr(kernel_arguments, "args", ()), getattr(kernel_arguments, "kwargs", {})
+            configs = [dict(zip(params_dict, values)) for values in itertools.product(*params_dict.values())]
+            compiled: list[dict[str, Any]] = []
+            failure: Exception | None = None
+            for config in configs:
+                try:
+                    func(*args, **{**kwargs, **config})()
+                except Exception as e:  # noqa: BLE001 - CUTLASS's tune skips a config that raises (a value read is no Exception)
+                    failure = e
+                    continue
+                compiled.append(config)
+            self.note(name, f"not timed: nothing ran on the virtual GPU; each of the {len(configs)} configs was "
+                            f"made and called once ({len(compiled)} compiled), and the first that compiled is "
+                            f"returned: {compiled[0] if compiled else 'none'}")
+            if not compiled:
+                raise failure if failure is not None else ValueError("No best kernel found")
+            return compiled[0]
+        return tune
+
+    def _autotune_benchmark(self, compiled: Callable[..., Any], *args: Any, **options: Any) -> float:
+        """What CuTe's `autotune_jit` times each config with: the compiled function called once (so
+        every config compiles and is recorded) and 0.0 returned, so that its search keeps the first
+        config that compiled, as no time can choose (the notice says so; the 0.0 is shown nowhere)."""
+        timing = {"warmup_iterations", "iterations", "use_cold_l2", "print_verbose", "current_stream"}
+        compiled(*args, **{k: v for k, v in options.items() if k not in timing})
+        self.note("cutlass.cute.testing.autotune_jit", "not timed: nothing ran on the virtual GPU; each config was "
+                                                       "compiled and called once, and the first that compiled is "
+                                                       "kept")
+        return 0.0
 
     def _perf_report_run(self) -> Callable[..., Any]:
         checks = self
