@@ -18,6 +18,8 @@ While such a program runs on a virtual target:
   first x value, each `do_bench` inside it answered as above; nothing is plotted or printed, and a
   `return_df=True` gets a table of NaN;
 - CuTe DSL's `benchmark` calls the compiled function once on its arguments; NaN microseconds;
+- CUTLASS's `tune` (`cutlass.testing`, `cutlass.cute.testing`) and `autotune_jit` make, compile and
+  call each config once and keep the first that compiled (no time can choose);
 - a vendor library's call (cuBLAS through Triton's `nvidia.cublas.CublasLt`, the tutorials'
   baseline) runs nothing and says so;
 - a `torch.cuda.Event` records nothing; `elapsed_time` is NaN, saying "not timed";
