@@ -47,13 +47,21 @@ def _grouped(stages: list) -> "OrderedDict[str, list]":
     return groups
 
 
+def has_text(stage) -> bool:
+    """Whether a stage has anything to read: text, and for a JSON stage more than an empty list or
+    object (the `[]` of Launches when no kernel was launched). Any JSON text of two bytes or less is
+    one of those, `""` or a one- or two-digit number: nothing to open either."""
+    return stage.size > 2 or (bool(stage.size) and not formats.get(stage.format).json_any)
+
+
 def _offered(job: Job) -> list:
-    """The stages the stage bar offers: those with text. An empty one (the output of a program that
-    printed nothing) is no tab, unless the job failed and no stage explains it (stage_beside_error
-    finds none): then what it did not print is all there is to read (_empty_stage says so)."""
+    """The stages the stage bar offers: those with text (has_text). An empty one (the output of a
+    program that printed nothing, a JSON stage holding `[]`) is no tab, unless the job failed and no
+    stage explains it (stage_beside_error finds none): then what it did not print is all there is to
+    read (_empty_stage says so); a JSON stage holding `[]` is still none."""
     if job.status == "failed" and not stage_beside_error(job.stages):
-        return list(job.stages)
-    return [s for s in job.stages if s.size]
+        return [s for s in job.stages if has_text(s) or not s.size]  # never an empty JSON `[]`
+    return [s for s in job.stages if has_text(s)]
 
 
 # A stage of one GPU kernel: `triton.ptx:<kernel>`, `cute.sass:<kernel>` (compiler/kernels/stages.py),
@@ -67,7 +75,24 @@ def kernels_of(stages: list) -> list[str]:
     picker and the tabs of one kernel at a time, whatever language compiled them (Triton, Helion,
     Gluon, CuTe, Inductor's Triton kernels)."""
     found = (_KERNEL_STAGE.match(s.key) for s in stages)
-    return list(dict.fromkeys(m.group(1) for m in found if m))
+    return formats.configs_under_kernels(list(dict.fromkeys(m.group(1) for m in found if m)))
+
+
+@bp.app_template_filter("kernel_count")
+def kernel_count(qualifiers: list[str]) -> str:
+    """Kernels told apart from their configs, for a picker's name: "2 kernels, 5 configs"."""
+    kernels = len({formats.kernel_of(q) for q in qualifiers})
+    said = f"{kernels} kernel{'' if kernels == 1 else 's'}"
+    return said if kernels == len(qualifiers) else f"{said}, {len(qualifiers)} configs"
+
+
+@bp.app_template_filter("elide_middle")
+def elide_middle(name: str, most: int = 40) -> str:
+    """A long name cut in its middle, so its end (a kernel's `.N` config) stays in sight."""
+    if len(name) <= most:
+        return name
+    tail = most // 3
+    return name[:most - tail - 1] + "…" + name[-tail:]
 
 
 @bp.app_template_filter("kernel_of")
@@ -95,14 +120,16 @@ _RUN_STAGES = {"source", "worker.log", "run.stdout"}
 @bp.app_template_filter("stage_beside_error")
 def stage_beside_error(stages: list) -> str:
     """The stage a failed job opens beside its error: the last stage the compiler produced before
-    the failure (Dynamo's graph or bytecode so far, the last IR of a kernel), else what the program
-    printed, else any other stage with text; the worker's log only when nothing else exists ("" when
-    the job has no stage with text)."""
-    written = [s for s in stages if s.size]
+    the failure (Dynamo's graph so far, the last IR of a kernel), else what the program printed,
+    else the source, else any other stage with text; the worker's log only when nothing else exists
+    ("" when the job has no stage with text). Never Dynamo's bytecode: a frame that failed has only
+    its original bytecode, which says nothing about the error."""
+    written = [s for s in stages if has_text(s) and not s.key.startswith("dynamo.bytecode")]
     compiled = [s for s in written if s.key not in _RUN_STAGES and s.group not in ("Source", "Run")]
     printed = [s for s in written if s.key == "run.stdout"]
+    source = [s for s in written if s.key == "source"]
     others = [s for s in written if s.key not in ("source", "worker.log")]
-    for choice in (compiled[-1:], printed, others[-1:], [s for s in written if s.key == "worker.log"]):
+    for choice in (compiled[-1:], printed, source, others[-1:], [s for s in written if s.key == "worker.log"]):
         if choice:
             return choice[0].key
     return ""
@@ -125,12 +152,12 @@ def stage_to_open(job: Job) -> str:
     beside = stage_beside_error(job.stages) if job.status == "failed" else ""
     if beside:
         return beside
-    written = [s for group in _grouped(job.stages).values() for s in group if s.size and s.key != "source"]
+    written = [s for group in _grouped(job.stages).values() for s in group if has_text(s) and s.key != "source"]
     for kind in _OPENS_FIRST:
         found = next((s for s in written if s.key == kind or s.key.startswith(kind + ":")), None)
         if found is not None:
             return found.key
-    others = [s for s in written if s.key != "worker.log"] or written or job.stages
+    others = [s for s in written if s.key != "worker.log"] or written or _offered(job)
     return others[0].key if others else ""
 
 
@@ -280,7 +307,7 @@ def job_updates(job_id: str):
     if since == len(job.stages) and request.args.get("v") == context["version"]:
         return "", 204
     # the page's bar: its first `since` stages, those with text (a running job's offer, _offered)
-    shown = [s for s in job.stages[:since] if s.size]
+    shown = [s for s in job.stages[:since] if has_text(s)]
     before, shown_keys = _grouped(shown), {s.key for s in shown}
     changes = []  # (kind, group name, all stages of the group, stages new to the page)
     for group, new in _grouped([s for s in _offered(job) if s.key not in shown_keys]).items():
@@ -288,8 +315,10 @@ def job_updates(job_id: str):
         form = group_form(every)
         if group not in before:
             kind = "group"
-        elif form == "picker" or form != group_form(before[group]):
-            kind = "regroup"  # a kernel picker with its new kernels and tabs, or a group that became a list
+        elif form == "picker" or kernels_of(every) or form != group_form(before[group]):
+            # a kernel picker with its new kernels and tabs, one kernel's short tabs under its name,
+            # or a group that became a list
+            kind = "regroup"
         elif form == "list":
             kind = "options"
         else:
@@ -328,7 +357,8 @@ def stage_pane(job_id: str, key: str):
     body = viewers.render(stage.format, text, meta) if text or stage.size else _empty_stage(stage.key)
     siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
     return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=None,
-                           siblings=siblings, explanation=explanation_for(stage.key),
+                           siblings=siblings,
+                           explanation=explanation_for(stage.key, job.request.language, stage.meta),
                            source_map_json=json.dumps(stage.source_map), pages=pages)
 
 
@@ -357,7 +387,8 @@ def _diff_pane(job_id: str, key: str, other: str):
     job = svc.store.get_job(job_id)
     siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
     return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=other,
-                           siblings=siblings, explanation=explanation_for(stage.key),
+                           siblings=siblings,
+                           explanation=explanation_for(stage.key, job.request.language, stage.meta),
                            source_map_json=json.dumps(stage.source_map), pages=None)
 
 

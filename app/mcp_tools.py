@@ -256,7 +256,7 @@ class Tools:
         from viewers.explanations import explanation_for
         out: dict[str, Any] = {"job": job.id, "key": stage.key, "title": stage.title, "group": stage.group,
                                "format": stage.format, "lines": lines, "bytes": stage.size}
-        explanation = explanation_for(stage.key)
+        explanation = explanation_for(stage.key, job.request.language, stage.meta)
         if explanation:
             out["about"] = explanation
         if stage.meta.get("note"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from compiler.formats import FORMATS, FormatError, kernel_of
+from compiler.formats import FORMATS, FormatError, kernel_of, speed_verdict
 from compiler.model import Stage
 from service.store import Job, Store
 
@@ -129,20 +129,30 @@ def glance(store: Store, job: Job) -> list[Item]:
         items.append(Item(_plural(len(c.recompiled), "recompile"), first if first in keys else None, warn=True))
     items.extend(_xla(store, job.id, keys))
     items.extend(_cute(store, job.id, keys))
-    items.extend(_kernels(c, keys))
+    items.extend(_kernels(c, keys, _resource_rows(store, job.id, keys) if c.gpu else []))
     speed = _speed(job.timings.get("run") or {})
     if speed is not None:
         items.append(speed)
     return items
 
 
-def _kernels(c: Counts, keys: list[str]) -> list[Item]:
-    """GPU kernels told apart from their configs, or Inductor's CPU kernels; spills from the job's
-    resource table's meta."""
+def _kernels(c: Counts, keys: list[str], rows: list) -> list[Item]:
+    """GPU kernels told apart from their configs, with what the compiler reported of their
+    registers, spills and occupancy (`rows`: the job's resource table), or Inductor's CPU kernels;
+    spills from the job's resource table's meta."""
     items = []
     if c.gpu:
         total = sum(len(q) for q in c.kernels.values())
         text = _plural(len(c.kernels), "kernel") + (f" ({_plural(total, 'config')})" if total > len(c.kernels) else "")
+        used = _registers(rows)
+        spills = [r for r in rows if r.spill_stores_bytes is not None and r.spill_loads_bytes is not None]
+        if rows and len(spills) == len(rows) and not c.spilling and not any(r.spills for r in rows):
+            used.append("no spills")  # a spilling kernel is a warning of its own, below
+        percents = sorted({r.occupancy.percent for r in rows if r.occupancy is not None})
+        if percents:
+            span = f"{percents[0]:g}%" if len(percents) == 1 else f"{percents[0]:g}–{percents[-1]:g}%"
+            used.append(f"{span} theoretical occupancy")
+        text += ": " + ", ".join(used) if used else ""
         target = "kernels.resources" if "kernels.resources" in keys else next(iter(c.first_kernel_stage.values()))
         items.append(Item(text, target))
     elif c.kernels:
@@ -212,6 +222,25 @@ def _xla(store: Store, job_id: str, keys: list[str]) -> list[Item]:
     return items
 
 
+def _resource_rows(store: Store, job_id: str, keys: list[str]) -> list:
+    """The rows of the job's resource table (`kernels.resources`, one per compiled kernel config):
+    what the compiler and ptxas reported; [] when the job has none."""
+    found = store.stage_text(job_id, "kernels.resources") if "kernels.resources" in keys else None
+    try:
+        return FORMATS["resources"].decode(found[1]).kernels if found is not None else []
+    except FormatError:
+        return []
+
+
+def _registers(rows: list) -> list[str]:
+    """The registers per thread the rows report, as words (["12 registers"], ["32–40 registers"])."""
+    registers = sorted({r.registers for r in rows if r.registers is not None})
+    if not registers:
+        return []
+    span = str(registers[0]) if len(registers) == 1 else f"{registers[0]}–{registers[-1]}"
+    return [f"{span} register{'s' if registers[-1] != 1 else ''}"]
+
+
 def _cute(store: Store, job_id: str, keys: list[str]) -> list[Item]:
     """A CuTe DSL job: the @cute.jit functions compiled, their kernels with the registers and static
     shared memory the cubin gives each (the `kernels.resources` table), and the calls made."""
@@ -220,17 +249,9 @@ def _cute(store: Store, job_id: str, keys: list[str]) -> list[Item]:
         return []
     items = [Item(_plural(len(functions), "@cute.jit function"), next((k for k in keys if k.startswith("cute.ir:")),
                                                                    functions[0]))]
-    found = store.stage_text(job_id, "kernels.resources") if "kernels.resources" in keys else None
-    try:
-        rows = FORMATS["resources"].decode(found[1]).kernels if found is not None else []
-    except FormatError:
-        rows = []
+    rows = _resource_rows(store, job_id, keys)
     if rows:
-        used = []
-        registers = sorted({r.registers for r in rows if r.registers is not None})
-        if registers:
-            span = str(registers[0]) if len(registers) == 1 else f"{registers[0]}–{registers[-1]}"
-            used.append(f"{span} register{'s' if registers[-1] != 1 else ''}")
+        used = _registers(rows)
         shared = [r.static_shared_bytes for r in rows if r.static_shared_bytes is not None]
         if shared:
             most = max(shared)
@@ -244,10 +265,10 @@ def _cute(store: Store, job_id: str, keys: list[str]) -> list[Item]:
 
 
 def _speed(run: dict) -> Item | None:
-    """The measured speed-up, in words that say which way it went (a ratio under 1 is slower)."""
-    speedup = run.get("speedup")
-    if not isinstance(speedup, (int, float)) or speedup <= 0:
+    """The measured speed-up, in words that say which way it went (a ratio under 1 is slower), or
+    that it is within the timed runs' noise (compiler/formats/timings.py: speed_verdict)."""
+    verdict = speed_verdict(run)
+    if verdict is None:
         return None
-    if speedup >= 1:
-        return Item(f"compiled {speedup:.2f}× faster than eager", None)
-    return Item(f"compiled {1 / speedup:.2f}× slower than eager", None, warn=True)
+    words, way = verdict
+    return Item("compiled vs eager: within noise" if way == "noise" else words, None, warn=way == "slower")

@@ -59,7 +59,7 @@
     if (on === stale) { return; }
     stale = on;
     document.getElementById("results").classList.toggle("stale", on);
-    if (staleNote) { staleNote.hidden = !on; }
+    if (staleNote) { staleNote.hidden = !on; staleNote.parentElement.classList.toggle("stale-shown", on); }
     if (on) {
       clearHot(); clearEditorMarks(); markBreaks([]);
       editor.clearGutter("error-gutter");
@@ -67,6 +67,12 @@
       errorLine = -1;
       refresh(true);
     }
+  }
+  if (staleNote && window.ResizeObserver) {
+    // the sticky stage bar goes just under the note, however many lines the note wraps to
+    new ResizeObserver(function () {
+      staleNote.parentElement.style.setProperty("--stale-h", staleNote.offsetHeight + "px");
+    }).observe(staleNote);
   }
   editor.on("change", function () {
     if (compiledSource !== null) { setStale(editor.getValue() !== compiledSource, true); }
@@ -190,6 +196,7 @@
     select.closest(".group").querySelectorAll("[role=tab][data-kernel]").forEach(function (tab) {
       tab.hidden = tab.dataset.kernel !== select.value;
     });
+    select.title = select.value + "\n" + select.dataset.about;  // the picked kernel's whole name on hover
   }
   function showKernelOf(key) {
     // the picker follows the open stage (a link, the address or the kernels table can open any)
@@ -331,7 +338,7 @@
       marker.className = "CodeMirror-gutter-elt error-marker"; marker.textContent = "●";
       marker.title = "the job failed here";
       editor.setGutterMarker(errorLine - 1, "error-gutter", marker);
-      editor.scrollIntoView({line: errorLine - 1, ch: 0}, 80);
+      showEditorLine(errorLine);
     }
     return true;
   }
@@ -353,7 +360,14 @@
   function showBreaks() {
     var glance = document.querySelector("#results .glance[data-break-lines]");
     var lines = glance ? glance.dataset.breakLines.split(" ").map(Number).filter(Boolean) : [];
-    if (lines.join(" ") !== breakLines.join(" ")) { markBreaks(lines); }
+    if (lines.join(" ") !== breakLines.join(" ")) {
+      markBreaks(lines);
+      if (breakLines.length) { showEditorLine(breakLines[0]); }
+    }
+  }
+  function showEditorLine(line) {
+    // a marked line out of the editor's sight is scrolled into it; the cursor and the focus stay
+    editor.scrollIntoView({line: line - 1, ch: 0}, 24);
   }
   function refresh(paneChanged) {
     // After every swap; the editor's line colours are painted again only when a pane or the
@@ -527,9 +541,34 @@
       var chip = document.createElement("button");
       chip.type = "button"; chip.className = "chip"; chip.dataset.field = el.id;
       chip.textContent = el.name.slice(4) + (el.type === "checkbox" ? (el.checked ? "" : " off") : " = " + value);
-      chip.title = "changed from its default (" + (el.dataset.default || "none") + "); click to change it";
+      chip.title = chip.textContent + "\nchanged from its default (" + (el.dataset.default || "none") +
+        "); click to change it";
       chips.appendChild(chip);
     });
+    foldChips();
+  }
+  function foldChips() {
+    // The bar keeps the rows it has without chips (one at 1500 px, two at 800 px): the chips that do
+    // not fit are folded, from the last, into one "+N changed" chip that opens the menu too.
+    var bar = chips.closest(".topbar"), all = Array.prototype.slice.call(chips.querySelectorAll(".chip[data-field]"));
+    var more = chips.querySelector(".chip.more");
+    if (more) { more.remove(); }
+    all.forEach(function (c) { c.hidden = false; });
+    if (!all.length || !bar || bar.hidden) { return; }
+    chips.hidden = true;
+    var room = bar.getBoundingClientRect().height;
+    chips.hidden = false;
+    if (bar.getBoundingClientRect().height <= room + 1) { return; }
+    more = document.createElement("button");
+    more.type = "button"; more.className = "chip more";
+    chips.appendChild(more);
+    for (var shown = all.length - 1; shown >= 0; shown--) {
+      all[shown].hidden = true;
+      var folded = all.slice(shown);
+      more.textContent = "+" + folded.length + " changed";
+      more.title = folded.map(function (c) { return c.textContent; }).join("\n") + "\nclick to see every option";
+      if (bar.getBoundingClientRect().height <= room + 1) { return; }
+    }
   }
   if (chips) {
     chips.addEventListener("click", function (e) {
@@ -547,6 +586,7 @@
     if (e.detail.target && e.detail.target.id === "options") { drawChips(); }
   });
   drawChips();
+  window.addEventListener("resize", function () { if (chips) { foldChips(); } });
 
   // --- "wrap lines" (beside each open stage): long lines wrap inside their pane instead of scrolling
   // sideways, each line's number and source line kept in their column; one setting for every pane,

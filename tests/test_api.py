@@ -156,7 +156,7 @@ DEFAULT_JOB_TIMINGS = {
                          "vs_float64_eager": {"compared": 1, "max_abs_error": 2.8e-07, "max_rel_error": 1.1e-05}},
             "profile_s": 0.142,
             "memory": {"eager_peak_bytes": 22592, "compiled_peak_bytes": 3 * 2**20, "how": "torch.profiler"}},
-    "run_mode": {"mode": "compile-and-run", "sentence": "compile-and-run: the run would peak at 198.6 kB",
+    "run_mode": {"mode": "compile-and-run", "sentence": "compile-and-run: the run would peak at 193.9 KiB",
                  "float64_reference": True, "measured_peak_bytes": 69517312, "estimated_peak_bytes": 503232},
     "target": {"name": "host CPU", "virtual": False, "executed": True, "worker_device": None},
 }
@@ -189,6 +189,38 @@ def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged():
     assert "Accuracy" not in empty
     nothing = timings.render({"run": {"compiled_ms": 1.0, "accuracy": {"vs_eager": {"compared": 0}}}})
     assert "nothing compared" in nothing
+
+
+def test_timings_say_what_each_figure_measures_and_a_difference_within_noise_is_no_verdict():
+    """The compile chart keeps totals apart from the phases they hold, each bar titled with what it
+    measures and where it comes from; a speed difference the timed runs' spreads cover is said to be
+    within noise, on the Timings tab and in the job bar's summary, with no faster/slower flag."""
+    import re
+
+    from service.glance import _speed
+    from viewers import timings
+    run = {"eager_ms": 2.71, "eager_iqr_ms": 0.9, "compiled_ms": 2.19, "compiled_iqr_ms": 18.0,
+           "compiled_repeats": 3, "speedup": 1.24}
+    compile_t = {"dynamo_tracing_s": 0.4, "kernel_compile_s": 8.0, "total_s": 10.7, "import_torch_s": 0.0,
+                 "run_source_s": 0.2, "first_call_s": 10.8, "final_stages_s": 0.3,
+                 "source": "Dynamo's phases from PyTorch's dynamo_timed events; the others from irscope's own clock"}
+    html = timings.render({"compile": compile_t, "run": run})
+    phases, totals = html.split("<h3>Run time</h3>", 1)[0].split("<h4>Totals</h4>", 1)
+    labels = lambda part: re.findall(r'text-anchor="end" font-size="12">([^<]+)</text>', part)  # noqa: E731
+    assert labels(totals) == ["total", "first call"], labels(totals)
+    assert "total" not in labels(phases) and "first call" not in labels(phases) and "run source" in labels(phases)
+    titles = re.findall(r"<g class=\"bar\"><title>([^<]+)</title>", html)
+    assert len(titles) == 9 and all(" — " in t for t in titles), titles
+    assert any(t.startswith("import torch: 0 s — importing torch") and "irscope&#39;s own clock" in t
+               for t in titles), titles
+    assert "within noise" in html and "faster" not in re.sub(r"<[^>]+>", " ", html.split("Run time", 1)[1])
+    assert 'class="verdict noise"' in html
+    item = _speed(run)
+    assert item.text == "compiled vs eager: within noise" and not item.warn
+    # apart by more than their spreads: a verdict
+    clear = dict(run, compiled_iqr_ms=0.1, compiled_ms=1.0, speedup=2.71)
+    assert _speed(clear).text == "compiled 2.71× faster than eager"
+    assert "within noise" not in timings.render({"run": clear})
 
 
 def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):
@@ -233,13 +265,19 @@ def test_a_failed_job_opens_what_the_compiler_made_before_the_worker_log():
     from app.ide import stage_beside_error
 
     def stages(*rows):
-        return [SimpleNamespace(key=k, group=g, size=n) for k, g, n in rows]
+        return [SimpleNamespace(key=k, group=g, size=n, format="json" if k.endswith("launches") else "text")
+                for k, g, n in rows]
     source, log = ("source", "Source", 316), ("worker.log", "Run", 4306)
+    # a shape mismatch: Dynamo logged only the frame's original bytecode, which says nothing of it
     shape_mismatch = stages(source, ("run.stdout", "Run", 0), ("dynamo.bytecode:0/0", "Dynamo", 360), log)
-    assert stage_beside_error(shape_mismatch) == "dynamo.bytecode:0/0"
+    assert stage_beside_error(shape_mismatch) == "source"
+    graph_so_far = stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900), ("dynamo.bytecode:0/0", "Dynamo", 360), log)
+    assert stage_beside_error(graph_so_far) == "dynamo.fx_graph:0/0"
+    # a Triton compile error: Launches holds `[]`, nothing to read
+    assert stage_beside_error(stages(source, ("triton.launches", "Run", 2), ("run.stdout", "Run", 0), log)) == "source"
     later = stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900), ("aot.joint_graph:0/0", "AOTAutograd", 0),
                    ("aot.forward_graph:0/0", "AOTAutograd", 400), log)
     assert stage_beside_error(later) == "aot.forward_graph:0/0"  # the last with text
     assert stage_beside_error(stages(source, ("run.stdout", "Run", 25), log)) == "run.stdout"
-    assert stage_beside_error(stages(source, ("run.stdout", "Run", 0), log)) == "worker.log"
-    assert stage_beside_error(stages(source)) == "" and stage_beside_error([]) == ""
+    assert stage_beside_error(stages(("run.stdout", "Run", 0), log)) == "worker.log"
+    assert stage_beside_error(stages(("run.stdout", "Run", 0))) == "" and stage_beside_error([]) == ""

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from app import lessons
+from compiler import formats
 from testbed.real_servers import ROOT
 from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, set_editor, tab_keys, wait_finished
 
@@ -155,6 +156,11 @@ def test_the_summary_says_what_happened_and_leads_to_the_graph_break(sized, shot
     marker = page.locator(".CodeMirror .break-marker")
     assert marker.count() == 1 and marker.is_visible()
     on_first_screen(page, ".CodeMirror .break-marker")
+    # inside the editor's visible lines (at 800x900 the editor shows about 12: it scrolled to the
+    # break), the cursor and the focus left where they were
+    seen, box = page.locator(".CodeMirror-scroll").bounding_box(), marker.bounding_box()
+    assert seen["y"] <= box["y"] and box["y"] + box["height"] <= seen["y"] + seen["height"] + 1, (box, seen)
+    assert page.evaluate(f"() => {CM}.getCursor().line") == 0 and not page.evaluate(f"() => {CM}.hasFocus()")
     if size == "wide":
         page.screenshot(path=str(shots / "newcomer-summary.png"))
     page.click("#results .glance a:has-text('graph break')")
@@ -180,6 +186,14 @@ def test_an_edit_marks_the_results_stale_and_no_colour_lands_on_a_moved_line(siz
     note = page.locator("#stale-note")
     assert note.is_visible() and "changed since this compile" in note.inner_text()
     on_first_screen(page, "#stale-note")
+    # it stays in sight while the open stage scrolls, the stage bar just under it
+    page.locator("#pane .artifact-body .ln").last.scroll_into_view_if_needed()
+    results = page.locator(".results-pane").bounding_box()
+    assert page.locator("#pane .artifact-body .ln").first.bounding_box()["y"] < results["y"]  # it did scroll
+    note_box = on_first_screen(page, "#stale-note")
+    bar = page.locator("#results .stage-tabs").bounding_box()
+    assert results["y"] - 1 <= note_box["y"] and note_box["y"] + note_box["height"] <= bar["y"] + 1, \
+        (note_box, bar, results)
     # every mark the old results put in the editor is gone: colours, the break
     assert editor_lines_with(page, "c\\d") == [] and editor_lines_with(page, "break-line") == []
     # hovering a line of the results lights nothing in the editor
@@ -360,6 +374,8 @@ def test_kernels_are_one_sortable_table_that_tells_kernels_from_configs(watched)
     rows = page.locator("#pane .resources-table tbody tr")
     names = [n.strip() for n in page.locator("#pane .resources-table tbody tr td:first-child").all_inner_texts()]
     kernels = {re.sub(r"\.\d+$", "", n.split()[0]) for n in names}
+    firsts = [n.split()[0] for n in names]  # each kernel's configs under it: k_0.0, k_0.1, k_1.0
+    assert firsts == formats.configs_under_kernels(firsts), firsts
     assert summary.startswith(f"{len(kernels)} kernel"), summary
     if len(kernels) < rows.count():
         assert f"in {rows.count()} compiled configs" in summary and "config N" in summary
@@ -415,10 +431,12 @@ def test_many_kernels_are_navigated_from_their_table_with_every_name_whole(sized
     link = page.locator(f'#pane .resources-table tr[data-kernel="{longest}"] td:first-child a')
     assert link.evaluate("a => a.scrollWidth <= a.clientWidth + 1 || getComputedStyle(a).display === 'inline'")
     assert link.inner_text() == longest
-    # the picker of the kernels' stages lists every config by its whole name
+    # the picker of the kernels' stages lists every config, its whole name on hover, each kernel's
+    # configs under it, the .N of each in sight
     picker = page.locator('#results .stage-tabs .group:has([role=tab][data-key^="triton.ptx:"]) .kernel-select')
-    listed = picker.locator("option").evaluate_all("os => os.map(o => o.textContent.trim())")
-    assert sorted(listed) == sorted(names), listed
+    listed = picker.locator("option").evaluate_all("os => os.map(o => o.title)")
+    assert sorted(listed) == sorted(names) and listed == formats.configs_under_kernels(listed), listed
+    kernel_picker_says_kernels_and_configs(picker)
     box = picker.bounding_box()
     assert box is not None and box["x"] + box["width"] <= page.viewport_size["width"] + 1
     # a row opens that kernel: its stage in the pane, its kernel picked, then its PTX is one tab away
@@ -430,6 +448,22 @@ def test_many_kernels_are_navigated_from_their_table_with_every_name_whole(sized
     open_stage(page, f"triton.ptx:{longest}")
     assert ".target sm_90a" in page.inner_text("#pane .artifact-body")
     on_first_screen(page, "#pane .artifact-body .ln")
+
+
+def kernel_picker_says_kernels_and_configs(picker) -> None:
+    """A kernel picker: each kernel's configs under it, each entry's .N config in sight (a long name
+    cut in its middle, whole on hover), its name counting kernels and configs apart."""
+    options = picker.locator("option").evaluate_all("os => os.map(o => [o.value, o.textContent, o.title])")
+    values = [v for v, _, _ in options]
+    assert values == formats.configs_under_kernels(values), values
+    for value, text, title in options:
+        assert title == value and text.endswith(value[-6:]) and len(text) <= 40, (value, text)
+    kernels = len({formats.kernel_of(v) for v in values})
+    said = f"{kernels} kernel{'s' if kernels > 1 else ''}" + \
+        (f", {len(values)} configs" if kernels < len(values) else "")
+    assert picker.get_attribute("aria-label").endswith(f": {said}"), picker.get_attribute("aria-label")
+    picker.hover()
+    assert picker.get_attribute("title").startswith(picker.input_value() + "\n")
 
 
 def resources_table_fits_its_pane(page, size: str) -> None:
@@ -478,6 +512,7 @@ def test_several_kernels_are_one_picker_and_one_kernels_tabs_whatever_the_langua
     assert picker.count() == 1 and picker.is_visible()
     kernels = picker.locator("option").evaluate_all("os => os.map(o => o.value)")
     assert len(kernels) >= 2, kernels
+    kernel_picker_says_kernels_and_configs(picker)
     assert page.locator("#results .stage-tabs .stage-select").count() == 0  # no list of every kernel's stages
     if slug.startswith("helion"):  # Helion's own stages of each kernel: a picker of their own
         helion = page.locator('#results .stage-tabs .group:has([role=tab][data-key^="helion.config:"])')
@@ -524,21 +559,60 @@ def test_an_error_leads_with_its_point_and_names_no_server_path(sized, server_da
     for host in (ROOT, sys.prefix, *site.getsitepackages(), ".venv", "site-packages", str(server_data)):
         assert host not in html, host
     assert 'File "torch/nn/modules/linear.py"' in html  # a library's file by its import path
-    # the stage opened beside the error has something in it: what Dynamo produced before the
-    # failure, never the worker's log of PyTorch's tracebacks
+    # the stage opened beside the error has something in it: Dynamo's graph so far where there is one,
+    # else the source; never the worker's log of PyTorch's tracebacks, nor the frame's bytecode (a
+    # failed frame has only its original bytecode, which says nothing of the error)
     page.wait_for_selector("#pane .artifact")
     assert page.inner_text("#pane .artifact-body").strip()
     opened = page.get_attribute("#pane .artifact", "data-key")
-    assert opened.startswith("dynamo."), opened
+    assert opened == "source" or opened.startswith("dynamo.fx_graph"), opened
     assert page.get_attribute("#results .error-box", "data-open-stage") == opened
+    # the bytecode stage says it holds the original bytecode only, not the code Dynamo generated
+    job_id = page.get_attribute("#job-bar", "data-job")
+    bytecode = page.request.get(f"/j/{job_id}/stage/dynamo.bytecode%3A0%2F0").text()
+    assert "Only the frame&#39;s original bytecode" in bytecode and "original only" in bytecode
     assert "fake_tensor.py" not in page.inner_text("#pane .artifact-body")
     # the program printed nothing: no empty "Program output" tab is offered (the error and the
     # stage beside it say what happened); the stage's own address still says it printed nothing
     assert "run.stdout" not in tab_keys(page) and not page.locator("#results .stage-tabs", has_text="Program output")\
         .count()
-    job_id = page.get_attribute("#job-bar", "data-job")
     assert "The program printed nothing." in page.request.get(f"/j/{job_id}/stage/run.stdout").text()
     set_editor(page, SHAPE_MISMATCH)  # leave the editor as the next size's test finds it
+
+
+DOT_ON_VECTORS = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(x_ptr + offs)
+    c = tl.dot(a, a)
+    tl.store(out_ptr + offs, c)
+
+
+x = torch.randn(16, device="cuda")
+out = torch.empty(16, device="cuda")
+k[(1,)](x, out, BLOCK=16)
+'''
+
+
+def test_a_triton_compile_error_leads_with_its_cause_beside_something_to_read(watched):
+    """Triton's CompilationError puts its cause after the location and the source excerpt: the
+    headline is that cause, at the user's line; the stage opened beside it is not the empty
+    Launches (`[]`), which is no tab either."""
+    page = watched.page
+    compile_in_page(page, "triton", DOT_ON_VECTORS)
+    point = page.locator("#results .error-box .error-point")
+    assert "input and other must have equal ranks >= 2" in point.inner_text(), point.inner_text()
+    assert "at line 10" in page.inner_text("#results .error-box")
+    assert not point.inner_text().rstrip().endswith(":"), point.inner_text()
+    page.wait_for_selector("#pane .artifact")
+    opened = page.get_attribute("#pane .artifact", "data-key")
+    assert opened != "triton.launches" and page.inner_text("#pane .artifact-body").strip() != "[]", opened
+    assert "triton.launches" not in tab_keys(page)
 
 
 def test_the_timings_say_each_figure_in_words_with_its_unit(watched):
@@ -673,6 +747,39 @@ def test_the_top_bar_is_one_row_wide_and_two_narrow_with_every_control_whole(siz
     page, size = sized
     open_lesson(page, lessons.by_slug(lessons.load(), slug))
     assert page.locator("#option-chips .chip").count() == (2 if slug == "fsdp2-training" else 0)
+    top_bar_is_whole(page, size)
+
+
+def test_many_changed_options_fold_into_one_chip_and_the_top_bar_keeps_its_rows(sized):
+    """Three options changed, one a long inductor_config: the bar stays one row at 1500 px and two at
+    800 px, every control whole; the chips that do not fit are one "+N changed" chip that opens the
+    menu, each hidden one named on its hover; a long value is cut, said whole on hover."""
+    page, size = sized
+    open_lesson(page, GRAPH_BREAK)
+    page.click(".options-menu summary")
+    page.select_option("#opt-mode", "max-autotune")
+    page.check("#opt-training")
+    config = '{"max_autotune_gemm_backends": "TRITON,ATEN", "coordinate_descent_tuning": true}'
+    page.fill("#opt-inductor_config", config)
+    page.keyboard.press("Escape")
+    top_bar_is_whole(page, size)
+    chips = page.locator("#option-chips .chip:visible")
+    said = "\n".join(chips.evaluate_all("cs => cs.map(c => c.title)"))
+    for name in ("mode = max-autotune", "training", f"inductor_config = {config}"):
+        assert name in said, (name, said)
+    for n in range(chips.count()):  # no chip wider than its room: a long value is cut at its end
+        assert chips.nth(n).bounding_box()["width"] <= 16 * 11 + 14
+    more = page.locator("#option-chips .chip.more")
+    if more.count() and more.is_visible():
+        assert re.fullmatch(r"\+\d+ changed", more.inner_text())
+        more.click()
+        assert page.locator(".options-menu").get_attribute("open") is not None
+        page.keyboard.press("Escape")
+
+
+def top_bar_is_whole(page, size: str) -> None:
+    """One row at 1500 px, two at 800 px; every control inside the bar and the window, uncovered,
+    uncut, none over another."""
     width = page.viewport_size["width"]
     bar = page.locator(".topbar").bounding_box()
     controls = page.evaluate(BAR_CONTROLS)
@@ -744,3 +851,48 @@ def test_gluon_kernels_are_under_their_own_language(watched):
     assert "TRITON" not in headings, headings
     table = '#results .stage-tabs .group:has([data-key="kernels.resources"], option[value="kernels.resources"])'
     assert page.locator(table + " .group-name").inner_text() == "GLUON"
+
+
+def test_one_triton_kernel_says_its_name_once_and_its_figures_with_no_stray_separator(sized):
+    """One Triton kernel: its name said once before its tabs, each tab short ("TTIR", "PTX"), so the
+    stage bar stays a few rows; the job bar's figures (no compile phase in a Triton job) start with
+    a figure, not with a separator."""
+    page, size = sized
+    open_lesson(page, lessons.by_slug(lessons.load(), "triton-softmax-layouts"))
+    group = page.locator('#results .stage-tabs .group:has([role=tab][data-key^="triton.ptx:"])')
+    kernel = group.locator("[role=tab][data-key^='triton.ptx:']").get_attribute("data-key").split(":", 1)[1]
+    assert group.locator(".kernel-select").count() == 0
+    name = group.locator(".kernel-name")
+    assert name.is_visible() and name.get_attribute("title") == kernel
+    tabs = group.locator("[role=tab]").all_inner_texts()
+    assert tabs and not any(kernel in t for t in tabs), tabs
+    assert page.locator("#results .stage-tabs").bounding_box()["height"] < BAR_HEIGHT
+    summary = page.locator("#results .timings summary").inner_text()
+    assert not re.match(r"^\W*·", summary) and "the whole job" in summary, summary
+
+
+def test_drawings_fit_their_pane_with_their_labels_readable(sized):
+    """The profile timeline and XLA's schedule fit their pane's width (none scrolls sideways, their
+    end in sight), their words still at a readable size, a label cut short whole on hover."""
+    page, size = sized
+
+    def fits(selector: str) -> None:
+        pane = page.locator("#pane").bounding_box()
+        svg = page.locator(selector).first
+        box = svg.bounding_box()
+        assert box["x"] >= pane["x"] and box["x"] + box["width"] <= pane["x"] + pane["width"] + 1, (box, pane)
+        last = svg.locator("text").last.bounding_box()
+        assert last["x"] + last["width"] <= pane["x"] + pane["width"] + 1, (last, pane)
+        smallest = svg.evaluate("s => Math.min(...Array.from(s.querySelectorAll('text:not(.box-label)'))"
+                                ".map(t => t.getBoundingClientRect().height))")
+        assert smallest >= 9, smallest  # about 8 px text and taller: readable
+        assert page.locator("#pane").evaluate("p => p.scrollWidth - p.clientWidth") <= 1
+        cut = svg.evaluate("s => Array.from(s.querySelectorAll('text:not(.box-label)')).filter(t => "
+                           "t.textContent.endsWith('…')).map(t => !!t.parentElement.querySelector('title'))")
+        assert all(cut), "a label cut short says itself whole on hover"
+    open_lesson(page, GRAPH_BREAK)
+    open_stage(page, "run.kernels")
+    fits("#pane svg.profile-timeline")
+    open_lesson(page, lessons.by_slug(lessons.load(), "collective-schedule"))
+    open_stage(page, "xla.schedule")
+    fits("#pane svg.timeline")

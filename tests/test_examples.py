@@ -234,7 +234,7 @@ def test_lesson_comparison_diffs_the_stages_it_names(lesson_jobs, slug):
     page = client.get(f"/c/{comparison}").get_data(as_text=True)
     assert lesson.compare.title in page
     # the stages the lesson names are the ones selected first, and their diff is not empty
-    selected = re.findall(r'<option value="([^"]+)" selected>', page)
+    selected = re.findall(r'<option value="([^"]+)"[^>]* selected>', page)
     a_key = _stage(lesson_jobs, body["a"]["id"], lesson.compare.stage)[0].key
     b_key = _stage(lesson_jobs, body["b"]["id"], lesson.compare.stage_b)[0].key
     assert selected == [a_key, b_key]
@@ -278,6 +278,25 @@ def test_every_opcode_of_the_lessons_ptx_and_sass_has_help(lesson_jobs):
             assert 'class="isa-op"' in markup and "https://docs.nvidia.com/cuda/" in markup, (slug, stage.key)
     assert seen["ptx"] > 1000 and seen["sass"] > 1000, seen
     assert missing == {"ptx": set(), "sass": set()}
+
+
+def test_stages_that_differ_by_language_or_content_are_explained_as_what_they_hold():
+    """Joint, forward and backward graphs each have their own sentence; a kernel's source is said
+    as the language that made it; XLA's module before its passes is not "after one of XLA's passes";
+    a bytecode stage holding only the original bytecode does not claim Dynamo's generated code."""
+    from viewers.explanations import explanation_for
+    aot = [explanation_for(f"aot.{g}_graph:0/0") for g in ("joint", "forward", "backward")]
+    assert len(set(aot)) == 3 and "joint" in aot[0] and "forward" in aot[1] and "backward" in aot[2]
+    sources = {lang: explanation_for("triton.source:k.0", lang) for lang in ("triton", "gluon", "helion", "pytorch")}
+    assert len(set(sources.values())) == 4
+    assert "Gluon" in sources["gluon"] and "Helion" in sources["helion"] and "Inductor" in sources["pytorch"]
+    assert "Inductor" not in sources["triton"] and "Inductor" not in sources["gluon"]
+    for key in ("xla.pass:before_optimizations", "xla.pass:jit_f/before_optimizations"):
+        assert "before any of its passes" in explanation_for(key, "jax"), key
+    assert "after one of XLA's passes" in explanation_for("xla.pass:0007.spmd.after_sharding", "hlo")
+    assert "generated" in explanation_for("dynamo.bytecode:0/0", "pytorch")
+    only = explanation_for("dynamo.bytecode:0/0", "pytorch", {"explained_as": "original_only"})
+    assert only.startswith("Only the frame's original bytecode") and "no bytecode to replace" in only
 
 
 @needs_bwrap

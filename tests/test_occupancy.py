@@ -42,3 +42,28 @@ def test_amd_occupancy_is_llvms_waves_per_simd():
     occ = occupancy.amd("gfx942", 4)
     assert occ["percent"] == 50.0 and "LLVM" in occ["model"]
     assert occupancy.amd("gfx942", None) is None
+
+
+def test_a_triton_jobs_glance_says_its_kernels_registers_spills_and_occupancy(tmp_path):
+    """The summary line of a Triton-family job gives its kernels what the compiler reported of them
+    (the resource table), as CuTe's does, and leaves out what it did not report."""
+    import json
+
+    from compiler.model import Stage
+    from tests.conftest import glance_of_bundle
+
+    def row(kernel, registers, percent=None):
+        return {"kernel": kernel, "stage": f"triton.metadata:{kernel}", "target": "cuda:sm_90",
+                "registers": registers, "spill_stores_bytes": 0, "spill_loads_bytes": 0,
+                **({"occupancy": {"percent": percent, "model": "nvidia"}} if percent else {})}
+    texts = {"triton.source:add.0": "@triton.jit\n", "triton.source:add.1": "@triton.jit\n",
+             "kernels.resources": json.dumps({"kernels": [row("add.0", 32, 100.0), row("add.1", 40, 75.0)]})}
+    stages = [Stage(key, key, "Triton", "resources" if key == "kernels.resources" else "python", len(text))
+              for key, text in texts.items()]
+    items = glance_of_bundle(tmp_path, "triton", stages, texts.get)
+    assert "1 kernel (2 configs): 32–40 registers, no spills, 75–100% theoretical occupancy" in [
+        i["text"] for i in items], items
+    texts["kernels.resources"] = json.dumps({"kernels": [row("add.0", None), row("add.1", None)]})
+    (tmp_path / "unreported").mkdir()
+    items = glance_of_bundle(tmp_path / "unreported", "triton", stages, texts.get)
+    assert "1 kernel (2 configs): no spills" in [i["text"] for i in items], items

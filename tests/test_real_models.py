@@ -79,7 +79,7 @@ def get_init_inputs():
 '''
 
 # the run of the 12 GB softsign would peak at several times 12 GB (its input, the outputs the timing keeps)
-HOST_SENTENCE = re.compile(r"compile-only: the run would peak at (\d+\.\d) GB \(estimated on fake tensors\), and "
+HOST_SENTENCE = re.compile(r"compile-only: the run would peak at (\d+\.\d) GiB \(estimated on fake tensors\), and "
                            r"the worker allows 50% of its 6 GiB \(setting run_memory_percent\)$")
 VIRTUAL_SENTENCE = "compile-only: cuda:sm_90 is a virtual GPU: nothing runs on it"
 
@@ -128,7 +128,7 @@ def test_kernelbench_inputs_are_sized_on_fake_tensors_without_allocating(tmp_pat
     assert sizes.inputs == 12_000_000_000 and sizes.parameters == 0
     choice = entry_points.choose("auto", sizes, 6144, 50)  # no estimate: the sizes decide, at half the share
     assert choice.compile_only and choice.sentence == (
-        "compile-only: inputs need 12.0 GB, the worker allows 6 GiB and runs models whose inputs and parameters "
+        "compile-only: inputs need 11.2 GiB, the worker allows 6 GiB and runs models whose inputs and parameters "
         "take at most 25% of it (half of setting run_memory_percent: the run's peak could not be estimated on fake "
         "tensors)")
     virtual = entry_points.choose("auto", sizes, 6144, 50, "cuda:sm_90")
@@ -168,7 +168,7 @@ def test_the_estimated_peak_decides_and_is_said(tmp_path):
     choice = entry_points.choose("auto", sizes, 6144, 50, None, peak)
     assert choice.compile_only
     assert choice.sentence == ("compile-only: the run would peak at "
-                               f"{entry_points.gigabytes(peak.without_reference_bytes)} (estimated on fake tensors), "
+                               f"{entry_points.binary_size(peak.without_reference_bytes)} (estimated on fake tensors), "
                                "and the worker allows 50% of its 6 GiB (setting run_memory_percent)")
     assert choice.to_json()["estimated_peak_bytes"] == peak.peak_bytes
     small = peak_memory.PeakEstimate(peak_bytes=4 * 10**9, without_reference_bytes=10**9, seconds=0.1)

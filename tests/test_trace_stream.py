@@ -169,6 +169,9 @@ def test_the_stream_feeds_stages_and_progress_then_reads_the_rest_at_the_end(tmp
     assert len(read) == len(entries)
     keys = [s.key for s in bundle.manifest.stages]
     assert "inductor.output_code:1/0" in keys and keys[-1] == "dynamo.bytecode:0/0_1"
+    # only the original bytecode was logged: its title and explanation say so
+    bytecode = bundle.manifest.stages[-1]
+    assert bytecode.title == "Bytecode, original only [0/0_1]" and bytecode.meta == {"explained_as": "original_only"}
     assert progress and progress[-1].startswith(("Dynamo", "AOTAutograd", "Inductor"))
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["stages"][0]["key"] == keys[0]
 

@@ -359,3 +359,37 @@ def test_pass_dumps_stop_at_their_budget_and_later_stages_compile_undumped(tmp_p
     assert first["skipped"] > 0 and second["skipped"] == first["skipped"], out
     assert first["final"] == second["final"] == ["llir", "ttgir", "ttir"] and first["ptx"] and second["ptx"], out
     assert len(out["files"]) == 1 and out["files"][0].endswith(".ttir.passes.mlir"), out["files"]
+
+
+def test_a_triton_compile_errors_cause_is_the_line_after_its_location_and_excerpt():
+    """Triton's CompilationError reads "at 5:8:", the kernel's lines up to a caret, then the cause:
+    the cause is what the headline leads with, also when a helper's error is wrapped by its caller's."""
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    from compiler.kernels.program import _compile_error_reason
+    src = "def k(x):\n    a = tl.load(x)\n    c = tl.dot(a, a)\n"
+    node = ast.parse(src).body[0].body[1].value
+    inner = CompilationError(src, node, "input and other must have equal ranks >= 2\nmore of it")
+    assert str(inner).startswith("at 3:8:")
+    assert _compile_error_reason(inner) == "input and other must have equal ranks >= 2"
+    try:
+        raise CompilationError(src, node, None) from inner
+    except CompilationError as outer:
+        assert _compile_error_reason(outer) == "input and other must have equal ranks >= 2"
+    assert _compile_error_reason(CompilationError(src, node, None)) is None
+
+
+def test_inductors_generated_kernel_file_is_named_beside_its_stages():
+    """The hashed file every `.loc` of an Inductor kernel's IR names is said in words, linked to the
+    stage that shows it (compiler/pytorch/gpu_codegen.py); the compiler's text keeps the name."""
+    from types import SimpleNamespace
+
+    from compiler.pytorch.gpu_codegen import _file_names
+    record = SimpleNamespace(source_file="/tmp/work/inductor-cache/mg/cmge5kqt37.py", name="triton_poi_fused_sin_0")
+    (named,) = _file_names(record, "triton_poi_fused_sin_0.0")
+    assert named["file"] == "cmge5kqt37.py" and named["path"] == record.source_file
+    assert named["name"].startswith("the Triton code Inductor generated for kernel triton_poi_fused_sin_0")
+    assert named["stage"] == "triton.source:triton_poi_fused_sin_0.0"
+    assert _file_names(SimpleNamespace(source_file="", name="k"), "k.0") == []

@@ -13,6 +13,8 @@ EXPLANATIONS: dict[str, str] = {
                        "what Dynamo could not trace caused a graph break instead of appearing here.",
     "dynamo.bytecode": "The frame's original bytecode and the bytecode Dynamo generated to replace it: the new "
                        "code checks the guards, calls the compiled graph and falls back to Python for the rest.",
+    "dynamo.bytecode@original_only": "Only the frame's original bytecode: Dynamo generated no bytecode to replace "
+                                     "it, because the compile failed before Dynamo finished the frame.",
     "dynamo.guards": "The conditions under which the compiled code stays valid (shapes, dtypes, globals, module "
                      "attributes). If one fails on a later call, Dynamo recompiles.",
     "dynamo.guards_explained": "The same guards in words, grouped by what they check: the tensors' dtype, device, "
@@ -26,6 +28,18 @@ EXPLANATIONS: dict[str, str] = {
                        "that called the compiled code: the function compiled, its graph's size, its graph "
                        "breaks and the guard that failed when it was a recompile.",
     "dynamo.recompiles": "Calls where a guard failed and the frame was compiled again, with the guard that failed.",
+    "aot.joint_graph": "AOTAutograd traced the FX graph through PyTorch's dispatcher down to ATen operators and "
+                       "functionalised it (no in-place mutation); since gradients are needed, it traced the "
+                       "forward and the backward together: this joint graph takes the inputs and the incoming "
+                       "gradients (tangents) and returns the outputs and the gradients, before the partitioner "
+                       "splits it into the forward and backward graphs.",
+    "aot.forward_graph": "The forward half of the graph AOTAutograd traced to ATen operators and functionalised: "
+                         "in training, what the partitioner kept for the forward pass, returning the outputs and "
+                         "the tensors saved for the backward; in inference (no gradients), the whole graph "
+                         "Inductor compiles.",
+    "aot.backward_graph": "The backward half the partitioner split off the joint graph: it takes the tensors the "
+                          "forward saved and the incoming gradients (tangents) and computes the gradients of the "
+                          "inputs and parameters, in ATen operators.",
     "aot.": "AOTAutograd traced the FX graph through PyTorch's dispatcher down to ATen operators, "
             "functionalised it (no in-place mutation) and, when gradients are needed, split the joint "
             "forward+backward graph into a forward and a backward graph with the tensors saved between them.",
@@ -40,7 +54,13 @@ EXPLANATIONS: dict[str, str] = {
                             "GPU) and the wrapper `call` function that allocates buffers and launches them in "
                             "order. This is the code that actually runs when you call the compiled model.",
     "kernel:": "One kernel Inductor generated, with the fused operators it implements.",
-    "triton.source": "The Triton kernel as written (or as Inductor generated it).",
+    "triton.source": "The Triton kernel as written in your program, the function the stages below compile.",
+    "triton.source@pytorch": "The Triton kernel Inductor generated for this fused group of operators, as the file "
+                             "it wrote (named by its hash) holds it: the stages below compile this code.",
+    "triton.source@gluon": "The Gluon kernel as written in your program: Triton's lower-level language, with the "
+                           "layouts and shared memory written explicitly; Gluon starts at TTGIR (no TTIR).",
+    "triton.source@helion": "The Triton code Helion generated from your kernel for this config, the kernel the "
+                            "stages below compile.",
     "triton.ttir": "Triton IR: the kernel in the `tt` MLIR dialect, target-independent, with tensors of "
                    "blocks and pointer arithmetic.",
     "triton.ttgir": "TritonGPU IR: the same program with layouts that assign tensor elements to threads, "
@@ -103,6 +123,8 @@ EXPLANATIONS: dict[str, str] = {
                      "XLA compiles, with the shardings you asked for as attributes.",
     "xla.passes": "Every HLO pass XLA ran, in order, and whether it changed the module: pick a pass to see the "
                   "module after it, or diff it with the one before.",
+    "xla.pass:@before_optimizations": "The HLO module as XLA received it, before any of its passes: diff it "
+                                      "with the first pass to see what that pass did.",
     "xla.pass:": "The HLO module after one of XLA's passes (XLA's --xla_dump_hlo_pass_re dump): diff it with the "
                  "previous pass to see what the pass did.",
     "xla.sharding": "The sharding XLA propagated to every instruction before partitioning (GSPMD or Shardy): "
@@ -130,9 +152,21 @@ EXPLANATIONS: dict[str, str] = {
 }
 
 
-def explanation_for(key: str) -> str:
+# A `prefix@variant` entry explains the stages of that prefix a variant names instead: the language
+# that made the stage (`triton.source` of a Gluon kernel) or what the stage holds, its meta
+# `explained_as` (a bytecode stage with only the original bytecode) or its key's last part (XLA's
+# `before_optimizations` snapshot).
+
+
+def explanation_for(key: str, language: str = "", meta: dict | None = None) -> str:
+    """The paragraph for stage `key`, by the longest prefix that matches, the variant for what the
+    stage holds (its meta's `explained_as`, its key's end) or its job's `language` where there is one."""
     best = ""
     for prefix in EXPLANATIONS:
-        if key.startswith(prefix) and len(prefix) > len(best):
+        if "@" not in prefix and key.startswith(prefix) and len(prefix) > len(best):
             best = prefix
+    variants = ((meta or {}).get("explained_as"), key.rsplit("/", 1)[-1].rsplit(":", 1)[-1], language)
+    for variant in variants:
+        if variant and f"{best}@{variant}" in EXPLANATIONS:
+            return EXPLANATIONS[f"{best}@{variant}"]
     return EXPLANATIONS.get(best, "")

@@ -24,7 +24,9 @@ def render(text: str, meta: dict[str, Any]) -> str:
                    f"<td class='num'>{r.self_us:.1f}</td><td class='num'>{r.total_us:.1f}</td>"
                    + (f"<td class='num'>{r.self_device_us:.1f}</td>" if device else "") + "</tr>"
                    for r in rows)
-    note = f"<p class='note'>{escape(data.where)}; one call, under torch.profiler</p>"
+    note = (f"<p class='note'>{escape(data.where)}; one call, under torch.profiler. Its times are of that one "
+            "call with the profiler's own overhead in them: they are not the timing, which is the median per "
+            "call on the Timings tab, taken without the profiler.</p>")
     return note + _timeline(data.events, data.labels) + f'<table class="data profile-table">{head}{body}</table>'
 
 
@@ -46,16 +48,18 @@ def _timeline(events: list[formats.ProfileEvent], labels: dict[str, str]) -> str
             names.append(e.name)
     names = names[:MAX_ROWS]
     end = max(e.start_us + e.dur_us for e in events) or 1.0
-    label_w, chart_w, row_h = 300, 760, 18
-    height = row_h * len(names) + 30
-    parts = [f'<svg class="profile-timeline" width="{label_w + chart_w + 20}" height="{height}" role="img">'
-             f'<title>one compiled call over {end:.0f} µs</title>']
+    # about as wide as the pane at 1500 px (the stylesheet scales it down in a narrower one); a label
+    # cut short says itself whole on hover
+    label_w, chart_w, row_h = 250, 560, 18
+    width, height = label_w + chart_w + 20, row_h * len(names) + 30
+    parts = [f'<svg class="profile-timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+             f'role="img"><title>one compiled call over {end:.0f} µs</title>']
     for i, name in enumerate(names):
         y = 4 + i * row_h
-        shown = labels.get(name, name)
-        shown = shown if len(shown) <= 46 else shown[:45] + "…"
-        parts.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="11">'
-                     f'{escape(shown)}</text>')
+        whole = labels.get(name, name)
+        shown = whole if len(whole) <= 40 else whole[:39] + "…"
+        parts.append(f'<g><title>{escape(whole)}</title><text x="{label_w - 6}" y="{y + 12}" text-anchor="end" '
+                     f'font-size="11">{escape(shown)}</text></g>')
     for e in events:
         if e.name not in names:
             continue

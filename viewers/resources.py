@@ -127,7 +127,9 @@ def render(text: str, meta: dict[str, Any]) -> str:
     targets = list(dict.fromkeys(k.target for k in data.kernels))
     one_target = len(targets) == 1  # the target said once, above the table, instead of in every row
     rows = []
-    for k in data.kernels:
+    # each kernel's configs under it (k_0.0, k_0.1, k_1.0): not in the order they were compiled
+    order = {q: n for n, q in enumerate(formats.configs_under_kernels([k.kernel for k in data.kernels]))}
+    for k in sorted(data.kernels, key=lambda k: order[k.kernel]):
         config = ", ".join(f"{name}={value}" for name, value in k.config.items())
         rows.append(
             f'<tr class="kernel{" spills" if k.spills else ""}" data-kernel="{escape(k.kernel)}">'

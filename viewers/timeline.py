@@ -75,7 +75,7 @@ def _order_drawing(comps: list[formats.ScheduledComputation], row_h: int) -> str
     a box wide enough for its name is labelled with it, every box names it on hover."""
     label_w = 180
     longest = max((len(c.instructions) for c in comps), default=0)
-    step_w = max(4, min(90, 1600 // max(longest, 1)))
+    step_w = max(4, min(90, 620 // max(longest, 1)))  # about the pane's width at 1500 px; else scaled down
     width = label_w + longest * step_w + 20
     height = row_h * len(comps) + 40
     parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -85,8 +85,8 @@ def _order_drawing(comps: list[formats.ScheduledComputation], row_h: int) -> str
     for r, comp in enumerate(comps):
         y = 10 + r * row_h
         name = comp.computation + (" (ENTRY)" if comp.entry else "")
-        parts.append(f'<text x="{label_w - 6}" y="{y + row_h / 2:.1f}" text-anchor="end" dominant-baseline="middle" '
-                     f'font-size="11">{escape(name[:30])}</text>')
+        parts.append(f'<g><title>{escape(name)}</title><text x="{label_w - 6}" y="{y + row_h / 2:.1f}" '
+                     f'text-anchor="end" dominant-baseline="middle" font-size="11">{escape(name[:30])}</text></g>')
         for i, ins in enumerate(comp.instructions):
             if drawn >= MAX_BOXES:
                 break
@@ -98,10 +98,10 @@ def _order_drawing(comps: list[formats.ScheduledComputation], row_h: int) -> str
             x = label_w + i * step_w
             parts.append(f'<rect x="{x}" y="{y + 3}" width="{step_w - 1}" height="{row_h - 6}" '
                          f'fill="{colour}" data-line="{ins.line}"><title>{escape(tip)}</title></rect>')
-            if fits >= 4:
+            if fits >= 4:  # the box's name, cut to fit; the box says it whole on hover (the label lets it)
                 label = ins.name if len(ins.name) <= fits else ins.name[:fits - 1] + "…"
-                parts.append(f'<text class="box-label" x="{x + 3}" y="{y + row_h / 2:.1f}" dominant-baseline="middle" '
-                             f'font-size="10" fill="#fff">{escape(label)}</text>')
+                parts.append(f'<text class="box-label" pointer-events="none" x="{x + 3}" y="{y + row_h / 2:.1f}" '
+                             f'dominant-baseline="middle" font-size="10" fill="#fff">{escape(label)}</text>')
     legend_y = height - 14
     x = label_w
     for name, colour, _ in _KINDS + (("other", "#59a14f", ()),):
@@ -138,7 +138,7 @@ def _steps_table(comp: formats.ScheduledComputation) -> str:
             f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{tail}')
 
 
-def _estimated(comp: formats.ScheduledComputation, estimates: str, width: int = 1400, lane_h: int = 22) -> str:
+def _estimated(comp: formats.ScheduledComputation, estimates: str, width: int = 820, lane_h: int = 22) -> str:
     """The latency-hiding scheduler's estimated timeline of one computation: compute on one lane,
     each async start..done pair as a bar on a lane of its own, in the cost model's units."""
     timed = [i for i in comp.instructions if i.start is not None and i.end is not None]
@@ -165,8 +165,9 @@ def _estimated(comp: formats.ScheduledComputation, estimates: str, width: int = 
     for n, pair in enumerate(pairs):
         y = 10 + lane_h * (n + 1)
         start, done = by_name.get(pair.start), by_name.get(pair.done)
-        parts.append(f'<text x="{label_w - 6}" y="{y + lane_h / 2}" text-anchor="end" dominant-baseline="middle" '
-                     f'font-size="11">{escape(pair.start[:24])}</text>')
+        parts.append(f'<g><title>{escape(pair.start)}</title><text x="{label_w - 6}" y="{y + lane_h / 2}" '
+                     f'text-anchor="end" dominant-baseline="middle" font-size="11">{escape(pair.start[:24])}'
+                     '</text></g>')
         if start is None or done is None:
             continue
         x0, x1 = label_w + start.start * scale, label_w + done.end * scale

@@ -12,9 +12,11 @@ from compiler import formats
 _BAR_H, _LABEL_W, _CHART_W = 20, 190, 420
 
 
-def _bars(rows: list[tuple[str, float]], unit: str, spreads: dict[str, str] | None = None) -> str:
-    """One bar per (label, value); `spreads` adds words after a value ("± 0.4 ms IQR"). The bars'
-    fill and the words' colour are the page's theme's (static/ide.css: svg.bars)."""
+def _bars(rows: list[tuple[str, float]], unit: str, spreads: dict[str, str] | None = None,
+          titles: dict[str, str] | None = None) -> str:
+    """One bar per (label, value); `spreads` adds words after a value ("± 0.4 ms IQR"); `titles`
+    says what each figure measures and where it comes from: the hover title of its label, bar and
+    figure. The bars' fill and the words' colour are the page's theme's (static/ide.css: svg.bars)."""
     if not rows:
         return ""
     top = max(v for _, v in rows) or 1.0
@@ -24,13 +26,48 @@ def _bars(rows: list[tuple[str, float]], unit: str, spreads: dict[str, str] | No
         y = 4 + i * _BAR_H
         width = max(1.0, _CHART_W * value / top)
         spread = (spreads or {}).get(label, "")
-        parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 14}" text-anchor="end" font-size="12">{escape(label)}</text>'
-                     f'<rect x="{_LABEL_W}" y="{y + 3}" width="{width:.1f}" height="{_BAR_H - 6}" fill="#0969da">'
-                     f'<title>{escape(label)}: {value:g} {unit}</title></rect>'
+        what = (titles or {}).get(label, "")
+        title = f"{label}: {value:g} {unit}" + (f" — {what}" if what else "")
+        parts.append(f'<g class="bar"><title>{escape(title)}</title>'
+                     f'<text x="{_LABEL_W - 6}" y="{y + 14}" text-anchor="end" font-size="12">{escape(label)}</text>'
+                     f'<rect x="{_LABEL_W}" y="{y + 3}" width="{width:.1f}" height="{_BAR_H - 6}" fill="#0969da"/>'
                      f'<text x="{_LABEL_W + width + 6:.1f}" y="{y + 14}" font-size="12">{value:.3g} {unit}'
-                     f'{escape(" " + spread if spread else "")}</text>')
+                     f'{escape(" " + spread if spread else "")}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+# What each compile figure measures and where it comes from (the `compile` timing's `<phase>_s`
+# keys, named in words as formats.Timings.read names them), and whether it is a total: a figure
+# that holds others (PyTorch's whole compile, the first call that compiles), drawn apart from the
+# phases, since beside them it would count them twice. A figure not here is a phase, said as named.
+_TORCH_EVENTS = "PyTorch's dynamo_timed events in TORCH_TRACE, summed over every compile"
+_OUR_CLOCK = "irscope's own clock in the job process"
+_COMPILE_FIGURES: dict[str, tuple[str, bool]] = {
+    "dynamo tracing": (f"Dynamo tracing the bytecode into an FX graph (bytecode_tracing; {_TORCH_EVENTS})", False),
+    "aot autograd": ("AOTAutograd tracing to ATen, functionalising and partitioning (aot_collect_metadata, "
+                     f"aot_trace_joint_graph, aot_trace_inference_graph, the min-cut partition; {_TORCH_EVENTS})",
+                     False),
+    "inductor lowering": (f"Inductor lowering the graph to its loop-level IR (GraphLowering.run; {_TORCH_EVENTS})",
+                          False),
+    "scheduling codegen": ("Inductor's scheduler fusing and generating the output code (GraphLowering.codegen; "
+                           f"{_TORCH_EVENTS})", False),
+    "kernel compile": ("compiling and loading the generated kernels (PyCodeCache.load_by_key_path, "
+                       f"async_compile.wait; {_TORCH_EVENTS})", False),
+    "total": (f"the whole compile of every frame, the phases above included (entire_frame_compile; {_TORCH_EVENTS})",
+              True),
+    "import torch": ("importing torch before your source ran; 0 when a warm job process had it imported "
+                     f"({_OUR_CLOCK})", False),
+    "run source": (f"running your source to define the model and its inputs ({_OUR_CLOCK})", False),
+    "first call": ("the compiled model's first call, which compiles it: PyTorch's whole compile is inside it "
+                   f"({_OUR_CLOCK})", True),
+    "program": (f"running your program, which compiles as it calls: every compile is inside it ({_OUR_CLOCK})", True),
+    "later kernel configs": ("compiling each kernel's other autotune configs after the first, for their stages "
+                             f"({_OUR_CLOCK})", False),
+    "final stages": (f"writing the stages after the compile ended ({_OUR_CLOCK})", False),
+    "jax lowering": ("JAX lowering your function to StableHLO (jax.jit(...).lower, timed in the worker)", False),
+    "xla compile": ("XLA compiling the module, its HLO passes and backend included (timed in the worker)", True),
+}
 
 
 # What each figure a pipeline records measures, in words, and its unit ("" for words, "bytes"
@@ -158,13 +195,6 @@ def _table(values: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return _rows(_labelled(values, skip))
 
 
-def speed_words(speedup: float) -> tuple[str, bool]:
-    """("compiled 1.52× slower than eager", True) from eager time / compiled time."""
-    if speedup >= 1:
-        return f"compiled {speedup:.2f}× faster than eager", False
-    return f"compiled {1 / speedup:.2f}× slower than eager", True
-
-
 def _side(run: dict[str, Any], side: str) -> str:
     """One side's time per call in words: its median, spread, and how many calls it rests on."""
     median = run.get(f"{side}_ms")
@@ -195,18 +225,23 @@ def _run_section(run: dict[str, Any], accuracy: dict[str, Any]) -> list[str]:
                if isinstance(run.get(f"{name}_ms"), (int, float))]
     spreads = {name: f"± {run[f'{name}_iqr_ms']:.2g} ms IQR" for name, _ in medians
                if isinstance(run.get(f"{name}_iqr_ms"), (int, float))}
-    speedup = run.get("speedup")
     verdict = ""
-    if isinstance(speedup, (int, float)) and not isinstance(speedup, bool) and speedup > 0:
-        words, slower = speed_words(float(speedup))
-        verdict = (f'<p class="verdict{" slower" if slower else ""}">{"<b>" if slower else ""}{escape(words)}'
-                   f'{"</b>" if slower else ""} (median time per call)</p>')
+    said = formats.speed_verdict(run)
+    if said is not None:
+        words, way = said
+        slower = way == "slower"
+        verdict = (f'<p class="verdict{" slower" if slower else ""}{" noise" if way == "noise" else ""}">'
+                   f'{"<b>" if slower else ""}{escape(words)}{"</b>" if slower else ""} (median time per call)</p>')
     rows = [(f"{side}, time per call", _side(run, side)) for side in ("eager", "compiled") if _side(run, side)]
     rows += _labelled({k: v for k, v in run.items() if not isinstance(v, (dict, list)) or k == "not_measured"},
                       skip=(*_SIDE_KEYS, "speedup", "where", "what", "spread_ms"))
     where = " · ".join(escape(str(run[k])) for k in ("where", "what") if run.get(k))
     out.append(f"<h3>Run time</h3>{verdict}" + (f"<p class='note'>{where}</p>" if where else ""))
-    out.append(_bars(medians, "ms", spreads))
+    out.append(_bars(medians, "ms", spreads, titles={
+        "eager": "the median time per call of your model run eagerly, without the compile (irscope's timing "
+                 "of blocks of calls; ± the interquartile range of the blocks)",
+        "compiled": "the median time per call of the compiled model, after its first call (irscope's timing of "
+                    "blocks of calls; ± the interquartile range of the blocks)"}))
     out.append(_rows(rows))
     accuracy_rows = [(_ACCURACY.get(k, k.replace("_", " ")), _accuracy(v)) for k, v in accuracy.items()]
     if accuracy_rows:
@@ -253,8 +288,15 @@ def render(timings: dict[str, Any]) -> str:
                    f'{escape(n.get("why", ""))}{escape(setting)}. Every stage of the compile is here.</p>')
     if t.compile and t.compile.phases_s:
         source = f"<p class='note'>{escape(t.compile.source)}</p>" if t.compile.source else ""
+        titles = {label: what for label, (what, _) in _COMPILE_FIGURES.items()}
+        totals = [(k, v) for k, v in t.compile.phases_s if _COMPILE_FIGURES.get(k, ("", False))[1]]
+        phases = [(k, v) for k, v in t.compile.phases_s if (k, v) not in totals]
         out.append(f"<h3>Compile time</h3>{source}")
-        out.append(_bars(t.compile.phases_s, "s"))
+        out.append(_bars(phases, "s", titles=titles))
+        if totals:
+            out.append("<h4>Totals</h4><p class='note'>Each total holds phases above: it is not one more phase, "
+                       "and the phases do not add up to it (some overlap, some happen outside it).</p>")
+            out.append(_bars(totals, "s", titles=titles))
     run = timings.get("run")
     if t.run and isinstance(run, dict):
         out.extend(_run_section(run, t.run.accuracy))

@@ -66,6 +66,7 @@ from compiler.formats.schemas import (  # noqa: F401 - the package's names
     ShardedArray,
     ShardedInstruction,
     Tile,
+    configs_under_kernels,
     kernel_of,
 )
 from compiler.formats.svg import (  # noqa: F401 - the package's names
@@ -77,6 +78,7 @@ from compiler.formats.timings import (  # noqa: F401 - the package's names
     RunTimes,
     Timings,
     check_timing,
+    speed_verdict,
 )
 
 # --- the table ----------------------------------------------------------------------------------

@@ -301,6 +301,19 @@ def kernel_of(qualifier: str) -> str:
     return name if dot and n.isdigit() else qualifier
 
 
+def configs_under_kernels(qualifiers: list[str]) -> list[str]:
+    """Kernel qualifiers with each kernel's configs together, in config order (`k_0.0, k_0.1,
+    k_1.0, ...`): the kernels in the order they first appear, their configs under them."""
+    first: dict[str, int] = {}
+    for q in qualifiers:
+        first.setdefault(kernel_of(q), len(first))
+
+    def config(q: str) -> int:
+        n = q.rpartition(".")[2]
+        return int(n) if kernel_of(q) != q else -1
+    return sorted(qualifiers, key=lambda q: (first[kernel_of(q)], config(q)))
+
+
 class KernelResource(Record):
     kernel: str  # the kernel's qualifier, as its stages name it
     stage: str  # the kernel's metadata stage

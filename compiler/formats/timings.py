@@ -86,3 +86,27 @@ class Timings:
                   if k not in ("compile", "run", "not_measured") and isinstance(v, dict)}
         notice = timings.get("not_measured")
         return cls(compile_times, run_times, others, notice if isinstance(notice, dict) else None)
+
+
+def speed_verdict(run: dict[str, Any]) -> tuple[str, str] | None:
+    """Compiled against eager in words, and which way it went ("faster", "slower", or "noise"
+    when the timed runs' spreads cover the difference: the IQR ranges around the two medians
+    overlap, or where no IQR was kept, the compiled side's slowest − fastest spread is larger than
+    the difference). None when the run measured no speed-up. The job bar's summary and the
+    Timings tab both say this."""
+    speedup, eager, compiled = run.get("speedup"), run.get("eager_ms"), run.get("compiled_ms")
+    if not isinstance(speedup, (int, float)) or isinstance(speedup, bool) or speedup <= 0:
+        return None
+    if all(isinstance(v, (int, float)) for v in (eager, compiled)):
+        difference = abs(eager - compiled)
+        iqrs = [run.get(f"{side}_iqr_ms") for side in ("eager", "compiled")]
+        if all(isinstance(v, (int, float)) for v in iqrs):
+            noisy = difference <= (iqrs[0] + iqrs[1]) / 2
+        else:
+            noisy = isinstance(run.get("spread_ms"), (int, float)) and run["spread_ms"] > difference
+        if noisy:
+            return (f"compiled and eager within noise ({compiled:.3g} ms against {eager:.3g} ms per call; the "
+                    "timed runs' spreads overlap the difference)", "noise")
+    if speedup >= 1:
+        return f"compiled {speedup:.2f}× faster than eager", "faster"
+    return f"compiled {1 / speedup:.2f}× slower than eager", "slower"

@@ -176,10 +176,11 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         while current is not None:
             if isinstance(current, CompilationError):
                 line = self._compile_error_line(current, path)
-                message = f"line {line}: {current}" if line else str(current)
-                if not current.error_message:  # the reason is MLIR's diagnostic, printed, not raised
-                    diagnostic = first_mlir_error(self._diagnostics_file(ctx.workdir))
-                    message += f"\n{diagnostic}" if diagnostic else ""
+                where = f"line {line}: " if line else ""
+                # the cause first, on the headline: the message Triton put after the location and
+                # the source excerpt, else MLIR's diagnostic (printed, not raised); Triton's text below
+                reason = _compile_error_reason(current) or first_mlir_error(self._diagnostics_file(ctx.workdir))
+                message = f"{where}{reason}\n\n{current}" if reason else f"{where}{current}"
                 return UserError(ErrorKind.CompileError, message, line)
             current = current.__cause__ or current.__context__
         rejected = self._ptxas_error(exc, path)
@@ -305,6 +306,19 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         if not target_info["virtual"]:
             bundle.timing("kernels", [{"kernel": l.kernel, "line": l.line, **(l.timing_ms or {})}
                                       for l in recorder.launches])
+
+
+def _compile_error_reason(error: Any) -> str | None:
+    """What a Triton CompilationError says went wrong (the line its text puts after the location and
+    the source excerpt), from it or the CompilationError of a called @triton.jit helper it was raised
+    from; None when none says (the reason is then MLIR's diagnostic)."""
+    current = error
+    while current is not None:
+        said = (getattr(current, "error_message", None) or "").strip()
+        if said:
+            return said.splitlines()[0]
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _real_target(name: str) -> GpuTarget:

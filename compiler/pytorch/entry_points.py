@@ -195,9 +195,10 @@ class RunMode:
         return out
 
 
-def gigabytes(n: int) -> str:
-    """Bytes as the page says them: decimal units, one decimal ("12.0 GB")."""
-    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+def binary_size(n: int) -> str:
+    """Bytes as the page says them: binary units, one decimal ("12.0 GiB", "193.9 KiB"), the units of
+    every other size on the Timings tab (viewers/timings.py)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
@@ -213,11 +214,11 @@ def mebibytes(mb: int) -> str:
 
 def _needs(s: Sizes) -> str:
     if s.parameters == 0:
-        return f"inputs need {gigabytes(s.inputs)}"
+        return f"inputs need {binary_size(s.inputs)}"
     if s.inputs == 0:
-        return f"parameters need {gigabytes(s.parameters)}"
-    return (f"inputs and parameters need {gigabytes(s.total)} (inputs {gigabytes(s.inputs)}, "
-            f"parameters {gigabytes(s.parameters)})")
+        return f"parameters need {binary_size(s.parameters)}"
+    return (f"inputs and parameters need {binary_size(s.total)} (inputs {binary_size(s.inputs)}, "
+            f"parameters {binary_size(s.parameters)})")
 
 
 def allowed_bytes(memory_limit_mb: int, run_memory_percent: int) -> float:
@@ -248,7 +249,7 @@ def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_mem
     if compile_only:
         if over and memory_limit_mb is not None and requested == "auto" and not virtual_target and world_size == 1:
             if estimated:
-                reasons.append(f"the run would peak at {gigabytes(peak.without_reference_bytes)} (estimated on fake "
+                reasons.append(f"the run would peak at {binary_size(peak.without_reference_bytes)} (estimated on fake "
                                f"tensors), and the worker allows {run_memory_percent}% of its "
                                f"{mebibytes(memory_limit_mb)} (setting run_memory_percent)")
             elif s is not None:
@@ -269,12 +270,12 @@ def choose(requested: str, s: Sizes | None, memory_limit_mb: int | None, run_mem
         if estimated:
             where = (f", within {run_memory_percent}% of the worker's {mebibytes(memory_limit_mb)}"
                      if memory_limit_mb is not None and requested == "auto" else "")
-            reasons.append(f"the run would peak at {gigabytes(peak.without_reference_bytes)} (estimated on fake "
+            reasons.append(f"the run would peak at {binary_size(peak.without_reference_bytes)} (estimated on fake "
                            f"tensors){where}")
             if memory_limit_mb is not None and peak.peak_bytes > allowed_bytes(memory_limit_mb, run_memory_percent):
                 reference = False
                 reasons.append(f"the accuracy check's float64 eager copy is left out: with it the run would peak at "
-                               f"{gigabytes(peak.peak_bytes)}")
+                               f"{binary_size(peak.peak_bytes)}")
         elif s is None:
             reasons.append("the inputs were built when the source ran")
         else:

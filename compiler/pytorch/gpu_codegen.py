@@ -169,7 +169,8 @@ class KernelStages:
                                           extra_meta={"virtual": True, "executed": False, "device": self.gpu.product,
                                                       "source_map_into": f"triton.source:{qualifier}",
                                                       "note": SOURCE_MAP_NOTE},
-                                          group="Kernels", disassembly=sass.result))
+                                          group="Kernels", disassembly=sass.result,
+                                          file_names=_file_names(record, qualifier) if source else None))
         except Exception as e:  # noqa: BLE001 - kept for finish(): Triton's compile must not see it
             self._failure = e
 
@@ -191,6 +192,18 @@ class KernelStages:
                 row.lines = sorted(found or ())
         write_resource_table(self.bundle, self.rows, "Kernels",
                              note="every autotune config Inductor compiled is a row of its own")
+
+
+def _file_names(record: Any, qualifier: str) -> list[dict[str, str]]:
+    """Inductor writes each Triton kernel it generates to a file named by its hash: the file every
+    `.loc` of the kernel's IR names. Its stages say which kernel that file is and which stage shows
+    it (stage meta `file_names`, as compiler/helion/pipeline.py's; the compiler's text keeps the name)."""
+    if not record.source_file:
+        return []
+    return [{"path": record.source_file, "file": os.path.basename(record.source_file),
+             "name": f"the Triton code Inductor generated for kernel {record.name} (the same code is in the "
+                     "Output code of the graph that launches it)",
+             "stage": f"triton.source:{qualifier}", "stage_title": f"Kernel source {qualifier}"}]
 
 
 def _read(path: str) -> str:

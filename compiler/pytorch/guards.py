@@ -120,6 +120,17 @@ def _tensor_properties(check: str) -> dict[str, str]:
     return props
 
 
+# A comparison with Python's None in a check's text, and the words a meaning says it in instead.
+_NONE_COMPARISON = re.compile(r"\s*(?:==|\bis)\s+None\b|\s*(?:!=|\bis not)\s+None\b")
+
+
+def _unset(meaning: str) -> str:
+    """A meaning in words, without Python's None: `x == None` (`x is None`) says x is not set, and
+    `x != None` says it is (the check itself, PyTorch's text, keeps its None)."""
+    return _NONE_COMPARISON.sub(lambda m: " is set" if ("!=" in m.group(0) or "not" in m.group(0)) else " is not set",
+                                meaning)
+
+
 def _meaning(kind: str, check: str, name: str, props: dict[str, str], manager_type: str) -> str:
     """The check in words, from its own text."""
     if kind == "TENSOR_MATCH" and props:
@@ -158,7 +169,10 @@ def _meaning(kind: str, check: str, name: str, props: dict[str, str], manager_ty
                                         "allow_tf32") if k in values}
         return "the global torch state is as it was: " + ", ".join(f"{k}={v}" for k, v in shown.items())
     if kind == "DEFAULT_DEVICE":
-        return "the default device is " + (check.split("==", 1)[1].strip() if "==" in check else "as it was")
+        device = check.split("==", 1)[1].strip() if "==" in check else ""
+        if device == "None":
+            return "no default device is set (torch.set_default_device was not called), as when compiled"
+        return "the default device is " + (device or "as it was")
     if kind == "TORCH_FUNCTION_MODE_STACK":
         return "the stack of active TorchFunctionModes is as it was"
     if kind == "LAMBDA_GUARD" and "top_saved_tensors_hooks" in check:
@@ -212,7 +226,7 @@ def parse_guards(text: str, is_user_path: Callable[[str], bool]) -> list[Guard]:
         if group == "shape":
             meaning = f"{readable_source(check)} (a condition on symbolic sizes, from the shape environment)"
         else:
-            meaning = _meaning(kind, check, name or readable_source(check), props, manager_type)
+            meaning = _unset(_meaning(kind, check, name or readable_source(check), props, manager_type))
         user_line = int(line_no) if line_no and is_user_path(path) else None
         guards.append(Guard(kind=kind, group=group, source=source, input=name, check=check, meaning=meaning,
                             line=user_line, code=code, where=f"{path}:{line_no}" if path else "", hint=hint,

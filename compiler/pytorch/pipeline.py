@@ -709,6 +709,9 @@ def _record_compile_timings(bundle: Bundle, entries: list[torch_trace.TraceEntry
     """The `compile` timing: PyTorch's compile phases, then irscope's own (torch's import, then
     `phases` in their order), then the toolchain's."""
     timings = compile_timings(entries)
+    timings["source"] = ("Dynamo's, AOTAutograd's and Inductor's phases and their total from PyTorch's dynamo_timed "
+                         "events in TORCH_TRACE; importing torch, running your source or program, the first call "
+                         "and the stages written after it from irscope's own clock")
     timings["import_torch_s"] = round(toolchain.import_s, 3)
     timings.update({name: round(seconds, 3) for name, seconds in phases.items()})
     timings.update(toolchain.timings())

@@ -343,7 +343,11 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
                 else:
                     pairs = torch_source_map.mention_map(text, user_paths)
                 group = "Dynamo" if key.startswith("dynamo.") else "Inductor"
-                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs)
+                meta = {}
+                if artifact == "bytecode" and "MODIFIED BYTECODE" not in text:
+                    # the compile failed before Dynamo generated the frame's new bytecode
+                    title, meta = "Bytecode, original only", {"explained_as": "original_only"}
+                bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs, meta=meta)
 
 
 def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
