@@ -150,7 +150,9 @@ def test_the_summary_says_what_happened_and_leads_to_the_graph_break(sized, shot
     text = glance.inner_text()
     # counted from the job's stages: two graphs (before the print and the resume function's), one break
     assert re.search(r"\b2 graphs\b", text) and f"1 graph break (line {BREAK_LINE})" in text, text
-    assert re.search(r"\d+ kernels?\b", text) and re.search(r"compiled \d+\.\d\d× (faster|slower) than eager", text)
+    # compiled against eager: a verdict, or "within noise" where the timed runs' spreads overlap
+    assert re.search(r"\d+ kernels?\b", text) and re.search(
+        r"compiled \d+\.\d\d× (faster|slower) than eager|compiled vs eager: within noise", text), text
     # the break is marked in the editor as soon as the job ends, no tab opened, and on screen
     assert editor_lines_with(page, "break-line") == [BREAK_LINE]
     marker = page.locator(".CodeMirror .break-marker")
@@ -625,7 +627,9 @@ def test_the_timings_say_each_figure_in_words_with_its_unit(watched):
     view = page.locator("#pane .timings-view")
     text = view.inner_text()
     verdict = view.locator(".verdict")
-    assert verdict.is_visible() and re.match(r"compiled \d+\.\d\d× (faster|slower) than eager", verdict.inner_text())
+    assert verdict.is_visible() and re.match(r"compiled \d+\.\d\d× (faster|slower) than eager|compiled and eager "
+                                             r"within noise \([\d.]+ [mµ]?s against [\d.]+ [mµ]?s per call",
+                                             verdict.inner_text()), verdict.inner_text()
     if "slower" in verdict.inner_text():
         flagged = view.locator(".verdict.slower b")
         assert flagged.is_visible() and flagged.evaluate("b => getComputedStyle(b).color") != \

@@ -140,7 +140,8 @@ def _empty_output(store, job_id: str, position: int) -> None:
 def test_an_empty_stage_is_no_tab_unless_it_is_all_a_failed_job_has(app, client):
     """A program that printed nothing: its empty output is offered by no tab (no empty controls),
     while the job runs and once it is done; its address still draws it, saying nothing was printed.
-    A failed job whose only stage with text is its source offers it: it is all there is to read."""
+    A failed job with nothing to read beside its error (no stage with text) offers its empty output:
+    that nothing was printed is all there is to read; one with its source opens that instead."""
     store = app.extensions["irscope"].store
     _queued(store, "e1")
     store.set_running("e1", "running your source")
@@ -159,10 +160,17 @@ def test_an_empty_stage_is_no_tab_unless_it_is_all_a_failed_job_has(app, client)
 
     _queued(store, "e2")
     store.set_running("e2", "running your source")
-    _stage(store, "e2", 0, "source", "Source")
-    _empty_output(store, "e2", 1)
+    _empty_output(store, "e2", 0)
     since, version = _next_poll(client.get("/j/e2").get_data(as_text=True))
     store.finish_job("e2", JobError("UserCodeError", "boom", line=1), {})
     body = _updates(client, "e2", since, version).get_data(as_text=True)
     assert re.findall(r'data-key="([^"]+)"', body) == ["run.stdout"]  # the tab the page lacked
     assert 'data-key="run.stdout"' in client.get("/j/e2").get_data(as_text=True)
+
+    _queued(store, "e3")
+    store.set_running("e3", "running your source")
+    _stage(store, "e3", 0, "source", "Source")
+    _empty_output(store, "e3", 1)
+    store.finish_job("e3", JobError("UserCodeError", "boom", line=1), {})
+    page = client.get("/j/e3").get_data(as_text=True)
+    assert re.findall(r'data-key="([^"]+)"', page) == ["source"] and 'data-open-stage="source"' in page

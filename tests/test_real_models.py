@@ -146,13 +146,13 @@ def test_kernelbench_keyword_arguments_and_parameter_sizes(tmp_path):
     assert sizes.parameters == (16 * 16 * 9 + 16 + 32) * 4 and sizes.inputs == 2 * 16 * 64 * 4
     choice = entry_points.choose("auto", sizes, 6144, 50)
     assert choice.mode == "compile-and-run"
-    assert choice.sentence == ("compile-and-run: inputs and parameters need 17.6 kB (inputs 8.2 kB, parameters "
-                               "9.4 kB), within 25% of the worker's 6 GiB")
+    assert choice.sentence == ("compile-and-run: inputs and parameters need 17.2 KiB (inputs 8.0 KiB, parameters "
+                               "9.2 KiB), within 25% of the worker's 6 GiB")
 
 
 def test_the_estimated_peak_decides_and_is_said(tmp_path):
     """The run's peak on fake tensors (peak_memory.estimate) decides `run: auto`: a KernelBench
-    convolution whose input (1.1 GB) fits but whose output (8.6 GB) does not compiles only, and the
+    convolution whose input (1 GiB) fits but whose output (8 GiB) does not compiles only, and the
     sentence names the estimate; a small model runs, and a float64 reference that alone would not
     fit is left out, saying so; a model fake tensors cannot run falls back to its sizes."""
     from compiler.pytorch import compile_only, entry_points, measure, peak_memory
@@ -174,9 +174,9 @@ def test_the_estimated_peak_decides_and_is_said(tmp_path):
     small = peak_memory.PeakEstimate(peak_bytes=4 * 10**9, without_reference_bytes=10**9, seconds=0.1)
     ran = entry_points.choose("auto", sizes, 6144, 50, None, small)
     assert not ran.compile_only and not ran.float64_reference
-    assert ran.sentence == ("compile-and-run: the run would peak at 1.0 GB (estimated on fake tensors), within 50% of "
-                            "the worker's 6 GiB; the accuracy check's float64 eager copy is left out: with it the run "
-                            "would peak at 4.0 GB")
+    assert ran.sentence == ("compile-and-run: the run would peak at 953.7 MiB (estimated on fake tensors), within 50% "
+                            "of the worker's 6 GiB; the accuracy check's float64 eager copy is left out: with it the "
+                            "run would peak at 3.7 GiB")
     failed = peak_memory.PeakEstimate(None, None, 0.0, "DataDependentOutputException: aten._local_scalar_dense")
     fallback = entry_points.choose("auto", entry_points.Sizes(inputs=1000, parameters=0), 6144, 50, None, failed)
     assert not fallback.compile_only and "could not be estimated on fake tensors (DataDependent" in fallback.sentence
