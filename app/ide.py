@@ -161,6 +161,13 @@ def stage_to_open(job: Job) -> str:
     return others[0].key if others else ""
 
 
+@bp.app_template_filter("speed_verdict")
+def _speed_verdict(run: dict) -> tuple[str, str] | None:
+    """Compiled against eager in words and which way ("faster", "slower", "noise"): the one verdict
+    the summary line, the job bar and the Timings tab all say (compiler/formats: speed_verdict)."""
+    return formats.speed_verdict(run)
+
+
 @bp.app_template_filter("slug")
 def _slug(group: str) -> str:
     """An id-safe name for a stage group (ids of the tab bar's OOB swap targets)."""

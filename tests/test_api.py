@@ -223,6 +223,24 @@ def test_timings_say_what_each_figure_measures_and_a_difference_within_noise_is_
     assert "within noise" not in timings.render({"run": clear})
 
 
+def test_the_job_bars_timing_line_says_the_same_verdict(app):
+    """The job bar's one line of figures said "(1.97× faster)" beside a summary saying "within
+    noise": it now says the one verdict (speed_verdict) too."""
+    import types
+
+    from flask import render_template
+    noisy = {"eager_ms": 2.71, "eager_iqr_ms": 0.9, "compiled_ms": 2.19, "compiled_iqr_ms": 18.0, "speedup": 1.24}
+    clear = dict(noisy, compiled_iqr_ms=0.1, compiled_ms=1.0, speedup=2.71)
+    slow = dict(noisy, compiled_iqr_ms=0.1, eager_iqr_ms=0.1, compiled_ms=5.42, speedup=0.5)
+    with app.test_request_context():
+        said = {name: render_template("_timings.html", job=types.SimpleNamespace(timings={"run": run}))
+                for name, run in (("noisy", noisy), ("clear", clear), ("slow", slow))}
+    summary = {name: html.split("</summary>", 1)[0] for name, html in said.items()}
+    assert "(within noise)" in summary["noisy"] and "faster" not in summary["noisy"]
+    assert "(compiled 2.71× faster than eager)" in summary["clear"]
+    assert '<b class="slower">(compiled 2.00× slower than eager)</b>' in summary["slow"]
+
+
 def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):
     from compiler.pipeline import Bundle
     bundle = Bundle(str(tmp_path / "out"), max_stage_bytes=1000)

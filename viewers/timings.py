@@ -12,6 +12,11 @@ from compiler import formats
 _BAR_H, _LABEL_W, _CHART_W = 20, 190, 420
 
 
+def _two_digits(x: float) -> str:
+    """A time to two significant digits, written out ("160", "0.47"), not as 1.6e+02."""
+    return f"{float(f'{x:.2g}'):g}"
+
+
 def _bars(rows: list[tuple[str, float]], unit: str, spreads: dict[str, str] | None = None,
           titles: dict[str, str] | None = None) -> str:
     """One bar per (label, value); `spreads` adds words after a value ("± 0.4 ms IQR"); `titles`
@@ -203,15 +208,15 @@ def _side(run: dict[str, Any], side: str) -> str:
     words = f"median {median:.4g} ms per call"
     iqr = run.get(f"{side}_iqr_ms")
     if isinstance(iqr, (int, float)):
-        words += f", spread ± {iqr:.2g} ms (IQR of the timed blocks)"
+        words += f", spread ± {_two_digits(iqr)} ms (IQR of the timed blocks)"
     elif isinstance(run.get("spread_ms"), (int, float)) and side == "compiled":
-        words += f", spread {run['spread_ms']:.2g} ms (slowest − fastest run)"
+        words += f", spread {_two_digits(run['spread_ms'])} ms (slowest − fastest run)"
     blocks, calls = run.get(f"{side}_repeats"), run.get(f"{side}_calls_timed")
     if isinstance(blocks, int) and isinstance(calls, int):
         words += f"; {blocks} timed block{'s' if blocks != 1 else ''}, {calls} call{'s' if calls != 1 else ''} in all"
     seconds = run.get(f"{side}_measure_s")
     if isinstance(seconds, (int, float)):
-        words += f", {seconds:.2g} s of timing"
+        words += f", {_two_digits(seconds)} s of timing"
     return words
 
 
@@ -223,7 +228,7 @@ def _run_section(run: dict[str, Any], accuracy: dict[str, Any]) -> list[str]:
     out = []
     medians = [(name, float(run[f"{name}_ms"])) for name in ("eager", "compiled")
                if isinstance(run.get(f"{name}_ms"), (int, float))]
-    spreads = {name: f"± {run[f'{name}_iqr_ms']:.2g} ms IQR" for name, _ in medians
+    spreads = {name: f"± {_two_digits(run[f'{name}_iqr_ms'])} ms IQR" for name, _ in medians
                if isinstance(run.get(f"{name}_iqr_ms"), (int, float))}
     verdict = ""
     said = formats.speed_verdict(run)
