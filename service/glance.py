@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from compiler.formats import FORMATS, FormatError, kernel_of, speed_verdict
+from compiler.formats import FORMATS, FormatError, binary_size, kernel_of, speed_verdict
 from compiler.model import Stage
 from service.store import Job, Store
 
@@ -169,13 +169,6 @@ def _meta(store: Store, job_id: str, key: str, keys: list[str]) -> dict:
     return found[0].meta if found is not None else {}
 
 
-def _size(n: float) -> str:
-    """Bytes as a reader says them: B, KiB, MiB."""
-    if n < 1024:
-        return f"{n:,.0f} B"
-    return f"{n / 1024:,.1f} KiB" if n < 1024 ** 2 else f"{n / 1024 ** 2:,.1f} MiB"
-
-
 def _xla(store: Store, job_id: str, keys: list[str]) -> list[Item]:
     """An XLA job (hlo, stablehlo, jax): the modules a JAX program compiled, the optimized modules'
     fusions and instructions, the collectives the partitioner inserted, the passes XLA ran and the
@@ -218,7 +211,7 @@ def _xla(store: Store, job_id: str, keys: list[str]) -> list[Item]:
     peaks = [(m["peak_bytes"], k) for k, m in each("xla.memory") if isinstance(m.get("peak_bytes"), (int, float))]
     if peaks:
         peak, where = max(peaks)
-        items.append(Item(f"temp buffers peak at {_size(peak)}", where))
+        items.append(Item(f"temp buffers peak at {binary_size(peak)}", where))
     return items
 
 
@@ -255,7 +248,7 @@ def _cute(store: Store, job_id: str, keys: list[str]) -> list[Item]:
         shared = [r.static_shared_bytes for r in rows if r.static_shared_bytes is not None]
         if shared:
             most = max(shared)
-            used.append(("" if len(set(shared)) == 1 else "up to ") + f"{_size(most)} static shared memory")
+            used.append(("" if len(set(shared)) == 1 else "up to ") + f"{binary_size(most)} static shared memory")
         items.append(Item(_plural(len(rows), "kernel") + (": " + ", ".join(used) if used else ""), "kernels.resources"))
     launches = _meta(store, job_id, "cute.launches", keys)
     if isinstance(launches.get("count"), int):

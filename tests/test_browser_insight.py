@@ -208,25 +208,11 @@ def test_the_memory_chart_marks_the_peak_of_live_bytes(watched, shots):
 
 
 # A torch.compile bug report as people write them: a decorated function, a print that breaks the
-# graph, a main() whose loop recompiles for a new size and then for a new scale.
-BUG_REPORT = '''import torch
-
-
-@torch.compile
-def step(x, scale):
-    h = torch.relu(x) * scale
-    print("step", h.shape)  # graph break
-    return h.sum()
-
-
-def main():
-    for n, scale in ((8, 2.0), (16, 2.0), (16, 3.0)):
-        print(step(torch.randn(n), scale))
-
-
-if __name__ == "__main__":
-    main()
-'''
+# graph, a main() whose loop recompiles for a new size and then for a new scale. The program whose
+# structured trace tests/test_torch_capture.py reads (recorded from a real run).
+with open(os.path.join(os.path.dirname(__file__), "fixtures", "torch", "recompile_two_guards.py"),
+          encoding="utf-8") as _f:
+    BUG_REPORT = _f.read()
 
 
 def _pane_lines(page) -> list[dict]:

@@ -77,6 +77,7 @@ from compiler.formats.timings import (  # noqa: F401 - the package's names
     CompileTimes,
     RunTimes,
     Timings,
+    binary_size,
     check_timing,
     speed_verdict,
 )

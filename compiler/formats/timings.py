@@ -88,6 +88,15 @@ class Timings:
         return cls(compile_times, run_times, others, notice if isinstance(notice, dict) else None)
 
 
+def binary_size(n: float) -> str:
+    """Bytes as the page says them: binary units, one decimal ("12.0 GiB", "193.9 KiB"), the units of
+    every other size on the Timings tab (viewers/timings.py) and the summary line (service/glance.py)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
 def speed_verdict(run: dict[str, Any]) -> tuple[str, str] | None:
     """Compiled against eager in words, and which way it went ("faster", "slower", or "noise"
     when the timed runs' spreads cover the difference: the IQR ranges around the two medians

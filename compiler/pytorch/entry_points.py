@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from compiler.errors import ErrorKind
+from compiler.formats import binary_size
 from compiler.pipeline import UserError
 from compiler.user_code import runs_as_written
 
@@ -193,15 +194,6 @@ class RunMode:
         if not self.compile_only:
             out["float64_reference"] = self.float64_reference
         return out
-
-
-def binary_size(n: int) -> str:
-    """Bytes as the page says them: binary units, one decimal ("12.0 GiB", "193.9 KiB"), the units of
-    every other size on the Timings tab (viewers/timings.py)."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def mebibytes(mb: int) -> str:
