@@ -310,9 +310,11 @@ def job_updates(job_id: str):
         since = min(max(int(request.args.get("since", "0")), 0), len(job.stages))
     except ValueError:
         abort(400, "since must be a number of stages")
-    context = _bar_context(job)
-    if since == len(job.stages) and request.args.get("v") == context["version"]:
+    # nothing changed: answered before the bar's context (its summary reads the stages) is built
+    position = services().store.queue_position(job.id) if job.status == "queued" else None
+    if since == len(job.stages) and request.args.get("v") == _version(job, position):
         return "", 204
+    context = _bar_context(job)
     # the page's bar: its first `since` stages, those with text (a running job's offer, _offered)
     shown = [s for s in job.stages[:since] if has_text(s)]
     before, shown_keys = _grouped(shown), {s.key for s in shown}

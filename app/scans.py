@@ -33,8 +33,9 @@ def _start(payload: Any):
 @bp.post("/api/scan")
 def api_create():
     scan, submitted = _start(request.get_json(silent=True))
-    finished = all(job.finished for job, _ in submitted)
-    return jsonify({"scan": scan.id, "url": f"/scan/{scan.id}", "jobs": len(submitted),
+    waiting = len(scan.jobs) - len(submitted)
+    finished = not waiting and all(job.finished for job, _ in submitted)
+    return jsonify({"scan": scan.id, "url": f"/scan/{scan.id}", "jobs": len(scan.jobs), "waiting": waiting,
                     "cached": sum(1 for _, known in submitted if known)}), (200 if finished else 202)
 
 
@@ -60,7 +61,8 @@ def create_from_form():
 def _context(scan_id: str) -> dict[str, Any]:
     report = _report(scan_id)
     return {"report": report, "changes": [(c, services().scans.diff_url(c)) for c in report.changes],
-            "changed": {c.after.toolchain for c in report.changes}, "poll_ms": services().web.poll_interval_ms}
+            "changed": {c.after.toolchain for c in report.changes}, "poll_ms": services().web.poll_interval_ms,
+            "max_jobs_per_client": services().jobs.config.max_jobs_per_client}
 
 
 @bp.get("/scan/<scan_id>")

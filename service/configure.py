@@ -282,4 +282,7 @@ def start(values: dict[str, Any], background: bool = True, resume: bool = True) 
                       scans=Scans(store, admission))
     if background and float(values["gc_interval_s"]) > 0:
         service.start_collecting(float(values["gc_interval_s"]))
+    if background:  # a version scan's jobs past the client's cap start as its earlier jobs end
+        threading.Thread(target=service.scans.run_pump, args=(service._stop,), name="irscope-scans",
+                         daemon=True).start()
     return service

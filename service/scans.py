@@ -19,8 +19,10 @@ change".
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -45,6 +47,12 @@ REGEX_TIMEOUT_S = 2.0  # per stage text: a pattern that backtracks without end i
 MAX_MATCHES = 10_000
 MAX_STAGES = 200  # stages of one job compared at most (a kind with more: the first ones)
 _CACHED_VALUES = 4096
+# A scan whose jobs do not all fit the client's cap now (max_jobs_per_client) starts what fits and
+# waits for the rest: at most this many scans of one client wait at once; they are looked at this often.
+MAX_WAITING_SCANS_PER_CLIENT = 2
+PUMP_INTERVAL_S = 1.0
+
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StageSpec:
@@ -132,7 +140,8 @@ class Entry:
 
     toolchain: str
     version: str
-    job: Job | None  # None: the job was deleted since
+    job: Job | None  # None: not started yet (waiting), or the job was deleted since
+    waiting: bool = False  # its job starts when one of the client's earlier jobs ends
 
 
 @dataclass(frozen=True)
@@ -166,11 +175,16 @@ class Scans:
         self._lock = threading.Lock()
         # (job id, what is compared) -> [(stage key, digest)]: a finished job's stages never change
         self._values: OrderedDict[tuple, list[tuple[str, str]]] = OrderedDict()
+        # scan id -> its client: scans with a job not started yet (run_pump starts them as room frees)
+        self._waiting: dict[str, str] = {}
 
     # --- starting one ---------------------------------------------------------------------------
     def start(self, payload: Any, client: str) -> tuple[Scan, list[tuple[Job, bool]]]:
-        """The scan of POST /api/scan's body `{"language", "source", "options", "stage"}`, its jobs
-        admitted (each the known one where the store has it); a Refused when it cannot be."""
+        """The scan of POST /api/scan's body `{"language", "source", "options", "stage"}` and its jobs
+        submitted now (each the known one where the store has it): those the client's cap lets in, the
+        rest waiting for the client's earlier jobs to end (`advance`). Its id is derived from its
+        requests and stage, so the same scan asked again is the same record (any job of it deleted
+        since is made again). A Refused when not one of its jobs can start."""
         if not isinstance(payload, dict):
             raise RequestError("the body must be a JSON object with language, source, options and stage")
         spec = StageSpec.parse(payload.get("stage"))
@@ -195,24 +209,101 @@ class Scans:
         requests = [self.jobs.parse({"language": base.language, "source": base.source,
                                      "options": dict(base.options, **{TOOLCHAIN_OPTION: chain.name})})
                     for chain in ordered]
-        try:
-            submitted = self.admission.submit(requests, client)
-        except Refused as refused:
-            if refused.kind is not ErrorKind.ClientQueueFull:
-                raise
-            cap = self.jobs.config.max_jobs_per_client
-            more = (f" A scan of more toolchains than {cap} cannot start at once: compile some of its jobs first "
-                    "(POST /api/compile with option toolchain; jobs compiled before count nothing), then scan."
-                    if len(requests) > cap else "")
-            raise Refused(refused.kind, f"a version scan makes one job per toolchain ({len(requests)}: "
-                                        f"{', '.join(c.name for c in ordered)}): {refused.message}.{more}",
-                          retry_after=refused.retry_after) from None
-        pairs = [(chain.name, job.id) for chain, (job, _) in zip(ordered, submitted)]
-        digest = hashlib.sha256(json.dumps(["scan", spec.to_json(), pairs]).encode()).hexdigest()
-        scan = Scan(id=short_id(digest, 10), language=base.language, stage=spec.to_json(), jobs=pairs,
-                    left_out=left_out, created=None, client=client)
-        self.store.create_scan(scan)
-        return scan, submitted
+        digest = hashlib.sha256(json.dumps(["scan", spec.to_json(), [(chain.name, r.digest()) for chain, r
+                                                                      in zip(ordered, requests)]]).encode()).hexdigest()
+        scan_id = short_id(digest, 10)
+        with self._lock:
+            known = self.store.scan(scan_id)
+            if known is None and client and sum(1 for c in self._waiting.values() if c == client) \
+                    >= MAX_WAITING_SCANS_PER_CLIENT:
+                raise Refused(ErrorKind.ClientQueueFull,
+                              f"you have {MAX_WAITING_SCANS_PER_CLIENT} version scans waiting for your earlier jobs "
+                              "already; start this one when one of them has started all its jobs", retry_after=60)
+            jobs = [(chain.name, "") for chain in ordered] if known is None else list(known.jobs)
+            try:
+                submitted = self._submit_what_fits(requests, jobs, client, refuse_first=known is None)
+            except Refused as refused:
+                if refused.kind is not ErrorKind.ClientQueueFull:
+                    raise
+                raise Refused(refused.kind, f"a version scan makes one job per toolchain ({len(requests)}: "
+                                            f"{', '.join(c.name for c in ordered)}) and starts those that fit "
+                                            f"your jobs' cap, the rest as yours end; none fits now: "
+                                            f"{refused.message}", retry_after=refused.retry_after) from None
+            scan = Scan(id=scan_id, language=base.language, stage=spec.to_json(), jobs=jobs,
+                        left_out=known.left_out if known else left_out, created=None,
+                        client=known.client if known else client)
+            self.store.create_scan(scan) if known is None else self.store.set_scan_jobs(scan_id, jobs)
+            self._note_waiting(scan)
+        return scan, [s for s in submitted if s is not None]
+
+    def _submit_what_fits(self, requests: list, jobs: list[tuple[str, str]], client: str,
+                          refuse_first: bool) -> list[tuple[Job, bool] | None]:
+        """Submit each request whose entry of `jobs` has no job yet (or one deleted since), in version
+        order, as far as the client's cap lets it now; `jobs` is updated in place. A request the store
+        answers already counts nothing and is answered whatever the cap. With `refuse_first`, a refusal
+        (the client's cap, the queue, the storage quota, the rate) before any job of the scan exists is
+        the scan's refusal, as a compile's would be: a scan waits only behind a job of its own, whose
+        request it is made again from. Later, a refused entry waits and is tried again."""
+        out: list[tuple[Job, bool] | None] = []
+        for i, request in enumerate(requests):
+            name, job_id = jobs[i]
+            existing = self.store.get_job(job_id) if job_id else None
+            if existing is not None:
+                out.append((existing, True))
+                continue
+            try:
+                (job, was_known), = self.admission.submit([request], client)
+            except Refused:
+                if refuse_first and not any(j for _, j in jobs):
+                    raise
+                jobs[i] = (name, "")
+                out.append(None)
+                continue
+            jobs[i] = (name, job.id)
+            out.append((job, was_known))
+        return out
+
+    def _note_waiting(self, scan: Scan) -> None:
+        if any(not job_id for _, job_id in scan.jobs):
+            self._waiting[scan.id] = scan.client
+        else:
+            self._waiting.pop(scan.id, None)
+
+    def advance(self, scan_id: str) -> None:
+        """Start the jobs of a waiting scan that the client's cap lets in now (its earlier jobs
+        ended). Called by the pump and whenever the scan is read."""
+        with self._lock:
+            scan = self.store.scan(scan_id)
+            if scan is None:
+                self._waiting.pop(scan_id, None)
+                return
+            if all(job_id for _, job_id in scan.jobs):
+                self._waiting.pop(scan_id, None)
+                return
+            first = next((self.store.get_job(j) for _, j in scan.jobs if j), None)
+            if first is None:
+                return
+            requests = [self.jobs.parse({"language": first.request.language, "source": first.request.source,
+                                         "options": dict(first.request.options, **{TOOLCHAIN_OPTION: name})})
+                        for name, _ in scan.jobs]
+            jobs = list(scan.jobs)
+            try:
+                self._submit_what_fits(requests, jobs, scan.client, refuse_first=False)
+            except (RequestError, Refused):  # a toolchain removed since, the service closing: it stays waiting
+                return
+            if jobs != scan.jobs:
+                self.store.set_scan_jobs(scan_id, jobs)
+            self._note_waiting(dataclasses.replace(scan, jobs=jobs))
+
+    def run_pump(self, stop: threading.Event, every_s: float = PUMP_INTERVAL_S) -> None:
+        """Advance every waiting scan each `every_s` seconds until `stop` is set (a thread of the
+        service's own; a scan is also advanced whenever it is read)."""
+        while not stop.wait(every_s):
+            for scan_id in list(self._waiting):
+                try:
+                    self.advance(scan_id)
+                except Exception:  # noqa: BLE001 - tried again at the next tick
+                    log.exception("advancing version scan %s failed", scan_id)
 
     def again(self, scan_id: str, stage: Any, client: str) -> tuple[Scan, list[tuple[Job, bool]]] | None:
         """The same scan comparing another stage: a scan of the same requests, whose jobs the store
@@ -233,13 +324,16 @@ class Scans:
         scan = self.store.scan(scan_id)
         if scan is None:
             return None
+        if any(not job_id for _, job_id in scan.jobs):
+            self.advance(scan_id)
+            scan = self.store.scan(scan_id) or scan
         spec = StageSpec.parse(scan.stage)
         main = (registry.get(scan.language).toolchain_packages or ("",))[0]
         entries = []
         for name, job_id in scan.jobs:
-            job = self.store.get_job(job_id)
+            job = self.store.get_job(job_id) if job_id else None
             version = (job.toolchain.get(main) if job else None) or name
-            entries.append(Entry(name, version, job))
+            entries.append(Entry(name, version, job, waiting=not job_id))
         done = [e.job for e in entries if e.job is not None and e.job.status == "done"]
         default_kind = next((kind for kind in DEFAULT_STAGES
                              if any(_of_kind(s.key, kind) for job in done for s in job.stages)), None)
@@ -252,7 +346,7 @@ class Scans:
                 changes += changes_between(entries[i - 1], entries[i], values[i - 1], values[i])
         if done and not any(v for e, v in zip(entries, values) if e.job is not None and e.job.status == "done"):
             notes.append(f"no job has {spec.describe(default_kind)}: nothing was compared")
-        finished = all(e.job is None or e.job.finished for e in entries)
+        finished = all(not e.waiting and (e.job is None or e.job.finished) for e in entries)
         return Report(scan=scan, spec=spec, entries=entries, changes=changes, status="done" if finished else "running",
                       compared=spec.describe(default_kind), notes=list(dict.fromkeys(notes)))
 
@@ -270,7 +364,8 @@ class Scans:
         for entry in report.entries:
             job = entry.job
             row: dict[str, Any] = {"toolchain": entry.toolchain, "version": entry.version,
-                                   "job": job.id if job else None, "status": job.status if job else "deleted",
+                                   "job": job.id if job else None,
+                                   "status": job.status if job else ("waiting" if entry.waiting else "deleted"),
                                    "url": f"{base}/j/{job.id}" if job else None}
             if job is not None and job.error is not None:
                 row["error"] = job.error.to_json()

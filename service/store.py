@@ -120,7 +120,8 @@ class ComparisonRow(Base):
 
 class ScanRow(Base):
     """One source over the installed toolchains of its language (/scan/<id>): the stage compared,
-    the jobs in version order, the toolchains left out and why; immutable, like a comparison."""
+    the jobs in version order (a job not started yet, waiting for the client's earlier ones: ""), the
+    toolchains left out and why; only its jobs change, as the waiting ones start."""
     __tablename__ = "scans"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     language: Mapped[str] = mapped_column(String(32))
@@ -611,6 +612,13 @@ class Store:
         except IntegrityError:
             pass
         return scan.id
+
+    def set_scan_jobs(self, scan_id: str, jobs: list[tuple[str, str]]) -> None:
+        """A scan's (toolchain, job id) pairs once more of its jobs started (service/scans.py)."""
+        with self._lock, self._session.begin() as s:
+            row = s.get(ScanRow, scan_id)
+            if row is not None:
+                row.jobs = [{"toolchain": t, "job": j} for t, j in jobs]
 
     def scan(self, scan_id: str) -> Scan | None:
         with self._session() as s:

@@ -174,3 +174,19 @@ def test_an_empty_stage_is_no_tab_unless_it_is_all_a_failed_job_has(app, client)
     store.finish_job("e3", JobError("UserCodeError", "boom", line=1), {})
     page = client.get("/j/e3").get_data(as_text=True)
     assert re.findall(r'data-key="([^"]+)"', page) == ["source"] and 'data-open-stage="source"' in page
+
+
+def test_an_unchanged_job_is_answered_204_before_its_summary_is_read(app, client, monkeypatch):
+    """A poll from a page that has every stage and the current version gets 204 without the bar's
+    context being built: the summary line (which reads stage heads and the kernels table) is not
+    read on every poll of an ended job."""
+    from app import ide
+    store = app.extensions["irscope"].store
+    _queued(store, "d1")
+    _stage(store, "d1", 0, "source", "Source")
+    store.finish_job("d1", None, {})
+    calls = []
+    monkeypatch.setattr(ide, "glance", lambda *a: calls.append(a) or [])
+    version = ide._version(store.get_job("d1"), None)
+    assert _updates(client, "d1", 1, version).status_code == 204 and calls == []
+    assert _updates(client, "d1", 0, version).status_code == 200 and len(calls) == 1
