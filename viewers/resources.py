@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from compiler import formats
+from compiler.formats import binary_size
 
 
 def _na(why: str = "not reported") -> str:
@@ -23,9 +24,7 @@ def _na(why: str = "not reported") -> str:
 
 
 def _bytes(n: int | None) -> str:
-    if n is None:
-        return _na()
-    return f"{n:,} B" if n < 10 * 1024 else f"{n / 1024:,.1f} KiB"
+    return _na() if n is None else binary_size(n)
 
 
 def _n(n: int | None) -> str:

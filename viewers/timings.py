@@ -8,6 +8,7 @@ from typing import Any
 from markupsafe import escape  # escapes anything (not only str); leaves Markup alone
 
 from compiler import formats
+from compiler.formats import binary_size
 
 _BAR_H, _LABEL_W, _CHART_W = 20, 190, 420
 
@@ -149,19 +150,12 @@ def _label(key: str) -> tuple[str, str]:
     return key.replace("_", " "), ""
 
 
-def _bytes(n: float) -> str:
-    """Bytes in binary units: MiB from 1 MiB on, KiB below."""
-    if abs(n) >= 2**20:
-        return f"{n / 2**20:,.1f} MiB"
-    return f"{n / 2**10:,.1f} KiB" if abs(n) >= 2**10 else f"{n:,.0f} bytes"
-
-
 def _value(value: Any, unit: str) -> str:
     """A figure in words with its unit: no Python list, None or True shown raw."""
     if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
         return _fmt(value)
     if unit == "bytes":
-        return _bytes(value)
+        return binary_size(value)
     if unit == "count":
         return f"{value:,.0f}"
     if unit == "%":
@@ -253,7 +247,7 @@ def _run_section(run: dict[str, Any], accuracy: dict[str, Any]) -> list[str]:
         out.append("<h4>Accuracy: the largest differences between outputs</h4>" + _rows(accuracy_rows))
     memory = run.get("memory")
     if isinstance(memory, dict):
-        peaks = [(f"{k[:-len('_peak_bytes')]}, peak memory of one call", _bytes(v)) for k, v in memory.items()
+        peaks = [(f"{k[:-len('_peak_bytes')]}, peak memory of one call", binary_size(v)) for k, v in memory.items()
                  if k.endswith("_peak_bytes") and isinstance(v, (int, float))]
         if peaks:
             how = f"<p class='note'>{escape(str(memory['how']))}</p>" if memory.get("how") else ""

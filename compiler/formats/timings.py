@@ -90,10 +90,11 @@ class Timings:
 
 def binary_size(n: float) -> str:
     """Bytes as the page says them: binary units, one decimal ("12.0 GiB", "193.9 KiB"), the units of
-    every other size on the Timings tab (viewers/timings.py) and the summary line (service/glance.py)."""
+    every size on the Timings tab (viewers/timings.py), the kernel resources table (viewers/resources.py)
+    and the summary line (service/glance.py)."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
+        if abs(n) >= size:
+            return f"{n / size:,.1f} {unit}"
     return f"{n:,.0f} B"
 
 
