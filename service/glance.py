@@ -155,8 +155,9 @@ def _kernels(c: Counts, keys: list[str], rows: list) -> list[Item]:
         text += ": " + ", ".join(used) if used else ""
         target = "kernels.resources" if "kernels.resources" in keys else next(iter(c.first_kernel_stage.values()))
         items.append(Item(text, target))
-    elif c.kernels:
-        items.append(Item(_plural(len(c.kernels), "kernel"), next(iter(c.first_kernel_stage.values()))))
+    elif c.kernels:  # Inductor's CPU kernels: their table where the job has one
+        items.append(Item(_plural(len(c.kernels), "kernel"), "kernels.resources" if "kernels.resources" in keys
+                          else next(iter(c.first_kernel_stage.values()))))
     if c.spilling:
         items.append(Item(f"{_plural(len(c.spilling), 'kernel')} spill{'s' if len(c.spilling) == 1 else ''} "
                           "registers", "kernels.resources", warn=True))

@@ -553,6 +553,22 @@ def test_graph_break_model_all_core_stages(compiled):
     kernel = compiled.stage("graph_break", "kernel:cpp_fused__softmax_add_relu_threshold_backward_0")
     assert kernel["format"] == "cpp" and 'extern "C"' in kernel["text"]
     assert {b for a, b in kernel["source_map"]} == {SOFTMAX_LINE}
+    # the Kernels group's table: every kernel stage of the job, its lines, no GPU figure
+    keys = [s["key"] for s in job["stages"]]
+    table = json.loads(compiled.text("graph_break", "kernels.resources"))["kernels"]
+    assert [r["stage"] for r in table] == [k for k in keys if k.startswith("kernel:")], table
+    row = next(r for r in table if r["stage"] == "kernel:cpp_fused__softmax_add_relu_threshold_backward_0")
+    assert row["target"] == "cpu" and row["lines"] == [SOFTMAX_LINE] and row["registers"] is None, row
+    pane = compiled.client.get(f"/j/{job['id']}/stage/kernels.resources").get_data(as_text=True)
+    kernels = f"{len(table)} kernel{'' if len(table) == 1 else 's'}"
+    assert f"{kernels}, compiled for the host CPU" in pane and ">regs<" not in pane
+    assert "Every kernel Inductor wrote for the host CPU" in pane  # its own explanation, not the GPU table's
+    assert f'href="#stage=kernel%3Acpp_fused__softmax_add_relu_threshold_backward_0"' in pane
+    assert f'<td class="lines" title="lines of your source this kernel\'s code came from">{SOFTMAX_LINE}</td>' in pane
+    from service.glance import glance  # the summary's kernels open that table
+    store = compiled.client.application.extensions["irscope"].store
+    items = [(i.text, i.stage) for i in glance(store, store.get_job(job["id"]))]
+    assert (kernels, "kernels.resources") in items, items
     # the page renders the output code with source colours
     pane = compiled.client.get(f"/j/{job['id']}/stage/inductor.output_code:1%2F0").get_data(as_text=True)
     assert f'data-src="{SOFTMAX_LINE}"' in pane

@@ -83,6 +83,10 @@ EXPLANATIONS: dict[str, str] = {
                          "warps, stages, registers per thread, spills, shared memory and the theoretical occupancy "
                          "on its target, from the compiler's own metadata and ptxas. Sort by a column; a kernel's "
                          "name opens its metadata.",
+    "kernels.resources@host": "Every kernel Inductor wrote for the host CPU (C++, in its output code), one row "
+                              "each, with the lines of your source it came from; its name opens its code. Sort by "
+                              "a column. Registers, spills, shared memory and occupancy are a GPU kernel's figures: "
+                              "a GPU target's job shows them here.",
     "run.kernels": "PyTorch's profiler over one call of the compiled model: which operators and kernels ran, how "
                    "often, and the time each took on the CPU and the device.",
     "run.notices": "What irscope answered for your program instead of running it as written on a virtual GPU (a "

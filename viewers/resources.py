@@ -7,7 +7,8 @@ loads, stack and local memory, shared memory (static and dynamic, summed), and t
 occupancy on its target with what limits it. Headers are short (each says the rest on hover) and
 every figure stays on one line, so the table fits its pane; the target is said once above the table
 when every kernel has the same. A kernel that spills is flagged; a kernel's name opens its metadata
-stage.
+stage. Inductor's kernels for the host CPU (a CPU job's C++ kernels) are a table of their own: each
+kernel and its lines, since the GPU figures do not apply.
 """
 from __future__ import annotations
 
@@ -117,11 +118,30 @@ def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
+def _host_table(data: formats.KernelResources) -> str:
+    """Inductor's kernels for the host CPU: each kernel and the lines it came from. Registers,
+    spills, shared memory and occupancy are a GPU kernel's figures: the table has no such column."""
+    rows = "".join(f'<tr class="kernel" data-kernel="{escape(k.kernel)}"><td><a href="#stage='
+                   f'{quote(k.stage, safe="")}">{escape(k.kernel)}</a></td>{_lines(k.lines)}</tr>'
+                   for k in data.kernels)
+    n = len(data.kernels)
+    columns = (("kernel", "the kernel; its name opens its code"), _COLUMNS[1])
+    return ('<div class="resources-view">'
+            f'<p class="resources-summary">{n} kernel{"" if n == 1 else "s"}, compiled for the host CPU: '
+            "the C++ kernels Inductor wrote in its output code. Registers, spills, shared memory and occupancy "
+            "are GPU figures; a GPU target's job shows them here.</p>"
+            '<div class="table-scroll"><table class="data resources-table sortable"><thead><tr>'
+            + "".join(_header(h, help_) for h, help_ in columns)
+            + f'</tr></thead><tbody>{rows}</tbody></table></div></div>')
+
+
 def render(text: str, meta: dict[str, Any]) -> str:
     try:
         data: formats.KernelResources = formats.get("resources").decode(text)
     except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
+    if data.kernels and all(k.target == "cpu" for k in data.kernels):
+        return _host_table(data)
     spilling = [k for k in data.kernels if k.spills]
     targets = list(dict.fromkeys(k.target for k in data.kernels))
     one_target = len(targets) == 1  # the target said once, above the table, instead of in every row

@@ -55,11 +55,13 @@ def nvidia_row(kernel: str, stage: str, target: str, arch: int, warp_size: int, 
         source=source)
 
 
-def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], group: str, note: str = "") -> None:
+def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], group: str, note: str = "",
+                         title: str = "Kernel resources", explained_as: str = "") -> None:
     """`kernels.resources`: one row per compiled kernel (each config its own), spilling ones flagged."""
     if not rows:
         return
-    spilling = [r.kernel for r in rows if r.spills]
-    bundle.add("kernels.resources", "Kernel resources", group, "resources",
-               formats.KernelResources(kernels=rows, note=note),
-               meta={"count": len(rows), "spilling": spilling})
+    meta = {"count": len(rows), "spilling": [r.kernel for r in rows if r.spills]}
+    if explained_as:  # its explanation's variant (viewers/explanations.py)
+        meta["explained_as"] = explained_as
+    bundle.add("kernels.resources", title, group, "resources", formats.KernelResources(kernels=rows, note=note),
+               meta=meta)

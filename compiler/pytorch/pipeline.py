@@ -644,6 +644,8 @@ class _Capture:
             _write_world(self.bundle, self.world, self.recorder, model, entries, graph_estimates, options, torch)
         if self.kernels is not None:
             self.kernels.finish(self.stream.stages.kernel_lines)  # the rows' user lines, from the output codes
+        else:
+            self.stream.stages.write_host_kernel_table()
         return entries
 
 

@@ -21,7 +21,8 @@ import json
 import re
 from typing import Any
 
-from compiler import graph_drawing
+from compiler import formats, graph_drawing
+from compiler.kernels.resources import write_resource_table
 from compiler.pipeline import Bundle
 from compiler.pytorch import compile_index, fx_graph_dot
 from compiler.pytorch import guards as dynamo_guards
@@ -91,6 +92,8 @@ class TraceStages:
         # each GPU kernel's user lines, by name and by the file Triton compiles it from, as the output
         # codes name them (source_map.kernel_user_lines): the kernels' rows of the resource table
         self.kernel_lines: dict[str, set[int]] = {}
+        # every `kernel:` stage written from the output codes: (its key, its title, the kernel's name)
+        self.code_kernels: list[tuple[str, str, str]] = []
 
     def _add(self, key: str, title: str, group: str, fmt: str, value: Any, source_map: list[list[int]],
              meta: dict[str, Any] | None = None) -> None:
@@ -248,8 +251,19 @@ class TraceStages:
             if self.link_lines:
                 for kernel, lines in torch_source_map.kernel_user_lines(entry.payload, pairs).items():
                     self.kernel_lines.setdefault(kernel, set()).update(lines)
-            _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
-                                 ".backward" if suffix == ".backward" else "")
+            self.code_kernels += _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
+                                                      ".backward" if suffix == ".backward" else "")
+
+    def write_host_kernel_table(self) -> None:
+        """`kernels.resources` for Inductor's kernels that run on the host CPU (its C++ kernels): one
+        row per kernel with the user's lines it came from, as a GPU job's table has, so the Kernels
+        group opens on every kernel. The GPU figures (registers, spills, shared memory, occupancy)
+        do not apply and are not shown."""
+        rows = [formats.KernelResource(kernel=title, stage=key, target="cpu",
+                                       lines=sorted(self.kernel_lines.get(name, ())),
+                                       source="the kernels Inductor wrote in its output code")
+                for key, title, name in self.code_kernels]
+        write_resource_table(self.bundle, rows, "Kernels", title="All kernels", explained_as="host")
 
 
 def training_side(kind: str, payload: str, state: _CompileId) -> str:
@@ -350,9 +364,11 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
                 bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs, meta=meta)
 
 
-def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> None:
+def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> list[tuple[str, str, str]]:
     """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept
-    (`suffix` ".backward" for a backward graph's kernels, whose names may repeat the forward's)."""
+    (`suffix` ".backward" for a backward graph's kernels, whose names may repeat the forward's);
+    the (key, title, name) of each written."""
+    written = []
     for name, (first, last) in torch_source_map.kernel_blocks(code).items():
         lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
         header = code.split("\n")[first - 1]
@@ -363,6 +379,8 @@ def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suff
             key, title = key + suffix, name + (" (backward)" if suffix == ".backward" else suffix)
         if not bundle.has(key):
             bundle.add(key, title, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
+            written.append((key, title, name))
+    return written
 
 
 # Compile phases: PyTorch's own dynamo_timed event names, summed per phase.
