@@ -148,6 +148,7 @@ class JobSettings:
     import_max_files: int = 2000
     import_max_unpacked_mb: int = 512
     pass_dump_mb: int = 192
+    program_modules: int = 8
 
     @property
     def memory_bytes(self) -> int:

@@ -129,6 +129,8 @@ SETTINGS: tuple[Setting, ...] = (
     _job("pass_dump_mb", "Triton's per-pass IR dumps (the MLIR passes of each kernel) one job process keeps, in "
                          "MiB, within job_disk_mb: past it, later kernels compile without them and their "
                          "metadata says so."),
+    _job("program_modules", "Most of a JAX program's own jitted modules one job compiles with every stage (each "
+                            "dumps every XLA pass); the rest are listed as not compiled, naming this setting."),
     Setting("keep_job_dirs", False, "Keep each job's scratch directory after it ends (for debugging)."),
     Setting("examples_dir", "", "Directory of the examples gallery's lessons (one `<slug>/lesson.toml` each); "
                                 "empty: the repository's `examples/`."),

@@ -412,8 +412,9 @@ def test_a_jax_program_that_calls_jit_itself_runs_as_written(tmp_path):
 
 
 def test_a_program_of_many_jitted_functions_compiles_the_first_few(tmp_path):
-    """The work is bounded: past MAX_PROGRAM_MODULES of its own modules, the rest are listed with
-    why they were not compiled (JAX's real dump of a real run, in a child as the pipeline's)."""
+    """The work is bounded: past the program_modules setting's count of its own modules, the rest are
+    listed with why they were not compiled, and the program compiles them untouched: no XLA dump
+    (JAX's real dump of a real run, in a child as the pipeline's)."""
     import subprocess
     import sys
     (tmp_path / "user_program.py").write_text(
@@ -421,17 +422,78 @@ def test_a_program_of_many_jitted_functions_compiles_the_first_few(tmp_path):
         + "".join(f"@jax.jit\ndef f{n}(x):\n    return x + {n}\n\n\n" for n in range(3))
         + "for f in (f0, f1, f2):\n    print(f(jnp.float32(1)))\n")
     code = ("import json, sys; from compiler.model import JobSettings; from compiler.xla import child\n"
-            "child.MAX_PROGRAM_MODULES = 2; child._WORKDIR = sys.argv[1]\n"
+            "child._WORKDIR = sys.argv[1]\n"
             "path = sys.argv[1] + '/user_program.py'\n"
-            "lowered = child._lower_program({'workdir': sys.argv[1]}, path, JobSettings())\n"
-            "print(json.dumps([m for m in lowered['program'] if m['own']]))")
+            "job = {'workdir': sys.argv[1], 'dump_dir': sys.argv[1] + '/dump', 'target': 'cpu', 'options': {}}\n"
+            "lowered = child._lower_program(job, path, JobSettings(program_modules=2))\n"
+            "print(json.dumps([m for m in lowered['program'] if m['own']] + [sorted(lowered['captured'])]))")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=root, capture_output=True, text=True,
                          check=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
-    own = json.loads(out.stdout.strip().splitlines()[-1])
+    *own, captured = json.loads(out.stdout.strip().splitlines()[-1])
     assert [m["key"] for m in own] == ["jit_f0", "jit_f1", "jit_f2"], own
     assert [("mlir" in m) for m in own] == [True, True, False]
-    assert "MAX_PROGRAM_MODULES" in own[2]["why"] and [m["called"] for m in own] == [21, 21, 21], own
+    assert "compiles the first 2 with every stage (setting program_modules)" in own[2]["why"], own
+    assert [m["called"] for m in own] == [21, 21, 21], own
+    # the first two captured from the program's compiles, each dumped to its directory; the third not
+    assert captured == [m["order"] for m in own[:2]], captured
+    assert sorted(os.listdir(tmp_path / "dump")) == [f"{m['order']:04d}" for m in own[:2]]
+
+
+def test_a_cpu_program_compiles_each_of_its_modules_once(tmp_path):
+    """On the CPU target each of the program's own modules is compiled once, by the program itself
+    (with XLA's dump on), and its stages read that executable: no second compile by irscope. The
+    child runs as the pipeline runs it, every compile through JAX's entry point and irscope's own
+    (compile_module) counted by module name."""
+    import subprocess
+    import sys
+    (tmp_path / "user_program.py").write_text(
+        "import jax\nimport jax.numpy as jnp\n\n\n@jax.jit\ndef f(x):\n    return jnp.sin(x) * 2\n\n\n"
+        "@jax.jit\ndef g(x):\n    return f(x) + jnp.cos(x)\n\n\n"
+        "x = jnp.ones((8, 8))\nprint(f(x).sum(), g(x).sum(), f(x).sum())\n")
+    job = {"language": "jax", "source": "", "options": {"devices": 1}, "workdir": str(tmp_path),
+           "dump_dir": str(tmp_path / "dump"), "run": True, "settings": {}, "target": "cpu",
+           "user_file": str(tmp_path / "user_program.py"), "program": True}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    code = ("import collections, json, sys\n"
+            "from jax._src import compiler\nfrom jax._src.lib.mlir import ir\n"
+            "from compiler.xla import child\n"
+            "counts = collections.Counter()\nreal_jax, real_irscope = compiler.backend_compile_and_load, "
+            "child.compile_module\n"
+            "def jax_compile(backend, module, *rest):\n"
+            "    counts[ir.StringAttr(module.operation.attributes['sym_name']).value] += 1\n"
+            "    return real_jax(backend, module, *rest)\n"
+            "def irscope_compile(job, lowered):\n"
+            "    counts[lowered['module']] += 1\n"
+            "    return real_irscope(job, lowered)\n"
+            "compiler.backend_compile_and_load, child.compile_module = jax_compile, irscope_compile\n"
+            "child.main(['child', sys.argv[1]])\nprint(json.dumps(counts))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "job.json")], cwd=root, capture_output=True,
+                         text=True, check=True, env=dict(os.environ, JAX_PLATFORMS="cpu",
+                                                         XLA_FLAGS="--xla_force_host_platform_device_count=1"))
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert "error" not in result, result
+    assert [c["key"] for c in result["compiled"]] == ["jit_f", "jit_g"], result["modules"]
+    assert counts["jit_f"] == 1 and counts["jit_g"] == 1, counts  # f called twice: JAX's cache, one compile
+    for c in result["compiled"]:  # each one's stages come from the dump of that one compile
+        dumped = os.listdir(tmp_path / "dump" / c["dump"])
+        assert sum(n.endswith(f".{c['key']}.before_optimizations.txt") for n in dumped) == 1, dumped
+        assert c["optimized"].startswith(f"HloModule {c['key']},") and c["compile_ms"] > 0 and c["trace"]
+    assert result["compiled"][0]["run"]["repeats"] >= 3, result["compiled"][0]["run"]
+
+
+def test_a_jax_program_whose_own_module_fails_to_compile_is_its_error(tmp_path):
+    """XLA failing the program's own compile of its module (captured on the CPU target) is the
+    program's exception at its line, as a plain run says it, not irscope's failure."""
+    source = ("import jax\nimport jax.numpy as jnp\n\n\n@jax.jit\ndef f(x):\n"
+              "    return jax.ffi.ffi_call('no_such_target', jax.ShapeDtypeStruct(x.shape, x.dtype))(x)\n\n\n"
+              "print(f(jnp.ones(4)))\n")
+    with pytest.raises(UserError) as info:
+        compile_source("jax", source, str(tmp_path), devices=1)
+    assert info.value.error.kind == "UserCodeError" and info.value.error.line == 10, info.value.error
+    assert "No FFI handler registered for no_such_target" in info.value.error.message
 
 
 def test_a_jax_program_that_compiles_nothing_says_so(tmp_path):

@@ -15,11 +15,13 @@ XLA_FLAGS (with --xla_force_host_platform_device_count) must be set before this 
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import os
 import re
 import statistics
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -148,16 +150,122 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
 
 # JAX's dump of each module it hands XLA to compile (jax/_src/compiler.py: the "compile" stage).
 _COMPILE_DUMP = re.compile(r"^jax_ir(\d+)_(.+)_compile\.mlir$")
-# A program's own modules irscope compiles for their stages, the first ones in JAX's order; the rest
-# are listed, not compiled (each compile dumps every pass and the job's time and disk are bounded).
-MAX_PROGRAM_MODULES = 8
+
+
+def _program_functions(path: str) -> dict[str, tuple[int, int, int]]:
+    """Each function the user's file defines: name -> (its `def` line, its first line with
+    decorators, its last line). A file Python cannot parse defines none (running it says why)."""
+    functions: dict[str, tuple[int, int, int]] = {}
+    try:
+        tree = ast.parse(_read_text(path))
+    except (SyntaxError, ValueError):
+        return functions
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(n.name, (n.lineno, min([d.lineno for d in n.decorator_list] + [n.lineno]),
+                                          n.end_lineno or n.lineno))
+    return functions
+
+
+def _own_names(functions: dict[str, tuple[int, int, int]]) -> set[str]:
+    """JAX compiles every operation run eagerly too (jit_convert_element_type, jit__normal): the
+    program's own are the modules named after a function its source defines (jit_<name>)."""
+    return set(functions) | {"<lambda>", "_lambda_"}
+
+
+class _ProgramCompiles:
+    """The CPU target's capture of a program's own modules from the program's own compiles: around
+    JAX's compile entry point (jax._src.compiler.backend_compile_and_load, which
+    compile_or_get_cached calls right after dumping the module as jax_ir<N>_<module>_compile.mlir),
+    each of the program's own modules, up to `limit` (the program_modules setting), is compiled by the real function
+    with the dump options compile_module sets (to <dump_dir>/<N>) and the user's xla_options, in a
+    profiler session; its loaded executable is kept for its stages. Every other compile (the
+    operations run eagerly, own modules past the bound) is the real function's, untouched.
+
+    A compile that fails raises the program's own exception, its traceback as a plain run's: this
+    file is one of the paths JAX leaves out of the tracebacks it filters, as its own are. A failure
+    of the capture itself (`failure`) leaves the compile untouched and is irscope's, after the run."""
+
+    def __init__(self, job: dict[str, Any], own: set[str], limit: int):
+        """`limit`: the program's own modules captured at most, the first in JAX's order (each dumps
+        every pass, and the job's time and disk are bounded): the program_modules setting."""
+        self.job, self.own, self.limit = job, own, limit
+        self.captured: dict[int, dict[str, Any]] = {}  # JAX's dump number -> what the compile gave
+        self.option_error: str | None = None
+        self.failure: str | None = None
+        self._dumped = threading.local()  # the name of the module JAX dumped last in this thread
+
+    def _options(self, options: Any) -> tuple[int, Any] | None:
+        """(JAX's dump number, JAX's options with the dump's added) for a module to capture; None
+        for a compile left untouched."""
+        name, self._dumped.name = getattr(self._dumped, "name", None), None
+        m = _COMPILE_DUMP.match(name or "")
+        if m is None or m.group(2).removeprefix("jit_") not in self.own or len(self.captured) >= self.limit:
+            return None
+        try:
+            order = int(m.group(1))
+            overrides, pass_lists = _dump_overrides(self.job, os.path.join(self.job["dump_dir"], f"{order:04d}"), False)
+            options = copy.deepcopy(options)  # JAX's own, built for this compile; the dump's added
+            options.env_option_overrides = list(options.env_option_overrides) + list(overrides.items())
+            debug = options.executable_build_options.debug_options
+            for key, value in pass_lists.items():
+                setattr(debug, key, value)
+            phase(f"running your program; compiling {m.group(2)} (JAX's module {order}) with XLA's dump")
+            return order, options
+        except Exception:  # noqa: BLE001 - irscope's failure, said after the run; the compile goes on
+            self.failure = self.failure or traceback.format_exc()
+            return None
+
+    def __enter__(self) -> _ProgramCompiles:
+        from jax._src import compiler, traceback_util
+        from jax._src.interpreters import mlir
+        traceback_util.register_exclusion(__file__)
+        real_dump, real_compile = mlir.dump_module_to_file, compiler.backend_compile_and_load
+        self._restore = lambda: (setattr(mlir, "dump_module_to_file", real_dump),
+                                 setattr(compiler, "backend_compile_and_load", real_compile))
+
+        def dump_module_to_file(module: Any, stage_name: str) -> str | None:
+            name = real_dump(module, stage_name)
+            if stage_name == "compile":
+                self._dumped.name = name
+            return name
+
+        def backend_compile_and_load(backend: Any, module: Any, executable_devices: Any, options: Any,
+                                     host_callbacks: Any) -> Any:
+            capture = self._options(options)
+            if capture is None:
+                return real_compile(backend, module, executable_devices, options, host_callbacks)
+            order, options = capture
+            session = _start_trace()
+            t0 = time.perf_counter()
+            try:
+                exe = real_compile(backend, module, executable_devices, options, host_callbacks)
+            except Exception as e:
+                _stop_trace(session)
+                if "No such compile option" in str(e) or "is not a valid" in str(e):
+                    self.option_error = self.option_error or str(e)
+                raise  # the program's own compile failed: its exception is the program's
+            compile_ms = (time.perf_counter() - t0) * 1e3
+            self.captured[order] = {"exe": exe, "devices": list(executable_devices), "backend": backend,
+                                    "compile_ms": compile_ms, "trace": _stop_trace(session)}
+            phase("running your program; every jax.jit compile it makes is dumped")
+            return exe
+
+        mlir.dump_module_to_file = dump_module_to_file
+        compiler.backend_compile_and_load = backend_compile_and_load
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._restore()
 
 
 def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, Any]:
     """A program that calls jax.jit itself (it defines neither `fn` nor `example_args`): run as
     `python file.py` runs it, with JAX dumping every module it hands XLA to compile
-    (jax_dump_ir_to). Every module is listed; each of the program's own (up to MAX_PROGRAM_MODULES)
-    is lowered for irscope to compile, keyed and grouped by its function and the line that called it."""
+    (jax_dump_ir_to). Every module is listed; each of the program's own (up to the program_modules setting)
+    is keyed and grouped by its function and the line that called it. On the CPU target each is
+    captured from the program's own compile (_ProgramCompiles: `captured`, by JAX's dump number);
+    for a GPU target its StableHLO is kept for irscope to compile for the target."""
     import jax
 
     from compiler import user_code
@@ -165,27 +273,35 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
     _locations_name_the_users_frames()
     dump = os.path.join(job["workdir"], "jax-modules")
     os.makedirs(dump, exist_ok=True)
+    # name -> (its `def` line, its first line with decorators, its last line)
+    functions = _program_functions(path)
+    defined = _own_names(functions)
+    limit = settings.program_modules
+    capture = _ProgramCompiles(job, defined, limit) if job.get("target", "cpu") == "cpu" else None
+    if capture is not None:
+        # A persistent compilation cache hit returns an executable without compiling (no dump): off.
+        # JAX decides once per process, at the first compile, so the program cannot turn it back on.
+        jax.config.update("jax_enable_compilation_cache", False)
     jax.config.update("jax_dump_ir_modes", "stablehlo")
     jax.config.update("jax_dump_ir_to", dump)
     phase("running your program; every jax.jit compile it makes is dumped")
     sink = user_code.CappedText(settings.output_bytes)
     t0 = time.perf_counter()
-    _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
+    if capture is None:
+        _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
+    else:
+        with capture:
+            _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
     run_ms = (time.perf_counter() - t0) * 1e3
     jax.config.update("jax_dump_ir_to", "")
+    if capture is not None and capture.failure:
+        raise ChildError(ErrorKind.InternalError, "capturing the program's compiles failed:\n" + capture.failure)
+    if capture is not None and capture.option_error:
+        raise ChildError(ErrorKind.OptionError, capture.option_error)
     if error is not None:
         raise ChildError(error.error.kind, error.error.message, error.error.line)
     dumped = sorted((int(m.group(1)), m.group(2), name) for name in os.listdir(dump)
                     if (m := _COMPILE_DUMP.match(name)))
-    # JAX compiles every operation run eagerly too (jit_convert_element_type, jit__normal): the
-    # program's own are the modules named after a function its source defines (jit_<name>).
-    # name -> (its `def` line, its first line with decorators, its last line)
-    functions: dict[str, tuple[int, int, int]] = {}
-    for n in ast.walk(ast.parse(_read_text(path))):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.setdefault(n.name, (n.lineno, min([d.lineno for d in n.decorator_list] + [n.lineno]),
-                                          n.end_lineno or n.lineno))
-    defined = set(functions) | {"<lambda>", "_lambda_"}
     own = [d for d in dumped if d[1].removeprefix("jit_") in defined]
     if not own:
         eager = ", ".join(sorted({d[1] for d in dumped})[:8])
@@ -209,14 +325,20 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
             row.update(key=re.sub(r"[^\w.\-]", "_", module) + (f".{k}" if repeats[module] > 1 else ""),
                        function=function, defined=line, called=called,
                        group=module + (f" (line {called})" if called else ""))
-            if lowered == MAX_PROGRAM_MODULES:
-                row["why"] = (f"not compiled: the program compiled more than {MAX_PROGRAM_MODULES} modules of its "
-                              f"own; irscope compiles the first {MAX_PROGRAM_MODULES} (MAX_PROGRAM_MODULES)")
-            else:
+            # the CPU target: the ones captured from the program's compiles; a GPU target: the first few
+            if (n in capture.captured) if capture is not None else lowered < limit:
                 row["mlir"], lowered = texts[name], lowered + 1
+            elif lowered >= limit:
+                row["why"] = (f"not compiled: the program compiled more than {limit} modules of its own; irscope "
+                              f"compiles the first {limit} with every stage (setting program_modules)")
+            else:
+                row["why"] = "not compiled: the program's own compile of it did not finish"
         modules.append(row)
-    return {"program": modules, "shardy": bool(jax.config.jax_use_shardy_partitioner), "program_ms": run_ms,
-            "printed": sink.getvalue()}
+    result = {"program": modules, "shardy": bool(jax.config.jax_use_shardy_partitioner), "program_ms": run_ms,
+              "printed": sink.getvalue()}
+    if capture is not None:
+        result["captured"] = capture.captured
+    return result
 
 
 def _program_module(lowered: dict[str, Any], module: str, mlir: str) -> dict[str, Any]:
@@ -260,6 +382,25 @@ def _ir_module(mlir: Any) -> Any:
     return ir.Module.parse(mlir, context=context)
 
 
+def _dump_overrides(job: dict[str, Any], dump_dir: str, gpu: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(compile option overrides, DebugOptions pass lists) of a compile irscope reads: XLA's dump of
+    every pass as text into `dump_dir`, then the user's xla_options (the pass lists set directly)."""
+    options = job.get("options") or {}
+    user_options = dict(options.get("xla_options") or {})
+    pass_lists = {k: user_options.pop(k) for k in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only")
+                  if k in user_options}
+    overrides = {"xla_dump_to": dump_dir, "xla_dump_hlo_pass_re": ".*", "xla_dump_hlo_as_text": True,
+                 "xla_dump_include_timestamp": False}
+    if gpu:
+        # The latency-hiding scheduler's own schedule with its estimates; with triton_ir, every MLIR
+        # pass of each Triton fusion (TTIR, TTGIR, LLVM) - which makes the compile much slower.
+        overrides["xla_dump_latency_hiding_schedule"] = True
+        if options.get("triton_ir"):
+            overrides["xla_dump_emitter_re"] = "triton"
+    overrides.update(user_options)
+    return overrides, pass_lists
+
+
 def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
     import jax.extend.backend as jax_backend
     from jaxlib import _jax
@@ -274,18 +415,7 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
         raise ChildError(ErrorKind.InputError, f"the module needs {count} devices (num_replicas x num_partitions) but "
                                                f"the devices option gives {len(available)}")
     devices = available[:count]
-    user_options = dict(job["options"].get("xla_options") or {})
-    pass_lists = {k: user_options.pop(k) for k in ("xla_disable_hlo_passes", "xla_enable_hlo_passes_only")
-                  if k in user_options}
-    overrides = {"xla_dump_to": job["dump_dir"], "xla_dump_hlo_pass_re": ".*", "xla_dump_hlo_as_text": True,
-                 "xla_dump_include_timestamp": False}
-    if gpu:
-        # The latency-hiding scheduler's own schedule with its estimates; with triton_ir, every MLIR
-        # pass of each Triton fusion (TTIR, TTGIR, LLVM) - which makes the compile much slower.
-        overrides["xla_dump_latency_hiding_schedule"] = True
-        if job["options"].get("triton_ir"):
-            overrides["xla_dump_emitter_re"] = "triton"
-    overrides.update(user_options)
+    overrides, pass_lists = _dump_overrides(job, job["dump_dir"], gpu)
     opts = jax_backend.get_compile_options(lowered["replicas"], lowered["partitions"],
                                            env_options_overrides=overrides)
     opts.executable_build_options.use_shardy_partitioner = lowered["shardy"]
@@ -493,6 +623,14 @@ def _compiled(job: dict[str, Any], lowered: dict[str, Any]) -> dict[str, Any]:
     """One module compiled (its dump in job["dump_dir"]) and what the pipeline reads of it: the
     optimized module, memory, cost, shardings, the graph; its run timed where job["run"] asks."""
     exe, devices, backend, compile_ms = compile_module(job, lowered)
+    return _executable_result(job, lowered, exe, devices, backend, compile_ms)
+
+
+def _executable_result(job: dict[str, Any], lowered: dict[str, Any], exe: Any, devices: list, backend: Any,
+                       compile_ms: float) -> dict[str, Any]:
+    """What the pipeline reads of a compiled module's loaded executable (compiled by irscope, or by a
+    program on the CPU target), its dump in job["dump_dir"]: the optimized module, memory, cost,
+    shardings, the graph, the compile's trace (lowered["trace"]); its run timed where job["run"] asks."""
     import jax.extend.backend as jax_backend
     hlo = hlo_bindings()
     module = exe.hlo_modules()[0]
@@ -535,19 +673,29 @@ def _compiled(job: dict[str, Any], lowered: dict[str, Any]) -> dict[str, Any]:
 
 
 def _compile_program(job: dict[str, Any], lowered: dict[str, Any]) -> dict[str, Any]:
-    """Each of a program's own modules compiled in turn in this process, each dumping to its own
-    directory (<dump_dir>/<order>); the first compiled is the one timed. A module XLA fails to
-    compile again keeps its row with XLA's message; none compiling is the job's error."""
+    """Each of a program's own modules, each with its dump in its own directory (<dump_dir>/<order>):
+    on the CPU target the executable the program's own compile made (lowered["captured"]), for a
+    GPU target compiled in turn in this process from its StableHLO; the first is the one timed. A
+    module XLA fails to compile again keeps its row with XLA's message; none compiling is the job's
+    error."""
     compiled: list[dict[str, Any]] = []
     first_error: ChildError | None = None
+    captured = lowered.get("captured")
     for row in lowered["program"]:
         mlir = row.pop("mlir", None)
         if mlir is None:
             continue
         dump = f"{row['order']:04d}"
         module_job = dict(job, dump_dir=os.path.join(job["dump_dir"], dump), run=job.get("run", True) and not compiled)
+        module = _program_module(lowered, row["module"], mlir)
         try:
-            result = _compiled(module_job, _program_module(lowered, row["module"], mlir))
+            if captured is not None:  # the CPU target: the program's own compile, its dump on
+                got = captured[row["order"]]
+                module["trace"] = got["trace"]
+                result = _executable_result(module_job, module, got["exe"], got["devices"], got["backend"],
+                                            got["compile_ms"])
+            else:
+                result = _compiled(module_job, module)
         except ChildError as e:
             row["why"] = "not compiled: " + (e.message.strip().split("\n")[0][:300] or e.kind)
             first_error = first_error or e

@@ -297,7 +297,7 @@ class XlaPipeline(Pipeline):
             compile_timing = self._module_stages(ModuleStages(bundle), result, work, dump_dir, request, ctx, gpu)
             run = result.get("run")
         else:  # a JAX program: each module of its own that irscope compiled, keyed and grouped by module
-            _program_stages(bundle, result["modules"], result.get("printed", ""))
+            _program_stages(bundle, result["modules"], result.get("printed", ""), target == "cpu")
             resources: list[Any] = []
             timings = [self._module_stages(ModuleStages(bundle, r["key"], r["group"]), r, work,
                                            os.path.join(dump_dir, r["dump"]), request, ctx, gpu, resources)
@@ -702,10 +702,12 @@ def module_counts(module: hlo_text.HloText) -> dict[str, int]:
             "fusions": sum(1 for i in module.instructions() if i.opcode == "fusion")}
 
 
-def _program_stages(bundle: Bundle, modules: list[dict[str, Any]], printed: str) -> None:
+def _program_stages(bundle: Bundle, modules: list[dict[str, Any]], printed: str, on_cpu: bool = True) -> None:
     """A JAX program that called jax.jit itself: what it printed, and the index of every module it
     compiled: each of its own (in the order JAX compiled them) with its function, the lines of the
-    user's that define and call it and the key of its stages, linked; then the eager operations."""
+    user's that define and call it and the key of its stages, linked; then the eager operations.
+    `on_cpu`: its modules' stages are from the program's own compiles (the child's CPU target),
+    else irscope compiled each again for the GPU target."""
     bundle.add("run.stdout", "Program output", "Run", "text", printed)
     own = [m for m in modules if m["own"]]
     compiled = [m for m in own if not m.get("why")]
@@ -723,8 +725,10 @@ def _program_stages(bundle: Bundle, modules: list[dict[str, Any]], printed: str)
             pairs.append([len(rows) + 2, m.get("called") or m["defined"]])
     others = sum(eager.values())
     text = (f"{len(modules)} module{'s' if len(modules) != 1 else ''} JAX compiled while the program ran: {len(own)} "
-            f"of the program's own jitted functions, in the order JAX compiled them, each compiled again by irscope "
-            f"for its stages in a group named after it and the line that called it; {others} operation"
+            f"of the program's own jitted functions, in the order JAX compiled them, "
+            + ("each as the program compiled it (with XLA's dump on), " if on_cpu
+               else "each compiled again by irscope for the target, ")
+            + f"its stages in a group named after it and the line that called it; {others} operation"
             f"{'s' if others != 1 else ''} it ran eagerly.\n\n" + "\n".join(rows) + "\n")
     if eager:
         text += ("\nRun eagerly (JAX compiles each operation run outside jax.jit; no stages): "
@@ -744,8 +748,9 @@ def _write_resources(bundle: Bundle, rows: list[Any]) -> None:
 
 def _program_timing(result: dict[str, Any], compiled: list[dict[str, Any]],
                     timings: list[dict[str, Any]]) -> dict[str, Any]:
-    """A program's compile timing: its own run (its jit compiles included), then each phase of
-    irscope's compiles summed over the modules; each module's own timing under `modules`."""
+    """A program's compile timing: its own run (its jit compiles included), then each phase of its
+    modules' compiles (the program's own on the CPU target, irscope's for a GPU target) summed over
+    the modules; each module's own timing under `modules`."""
     total: dict[str, Any] = {"program_s": round(result["program_ms"] / 1e3, 3),
                              "total_ms": sum(t["total_ms"] for t in timings), "child_process_ms": result["child_ms"]}
     for t in timings:
@@ -753,8 +758,13 @@ def _program_timing(result: dict[str, Any], compiled: list[dict[str, Any]],
             if key.endswith("_s") and isinstance(value, (int, float)):
                 total[key] = total.get(key, 0) + value
     total["modules"] = [dict(t, module=r["key"]) for r, t in zip(compiled, timings)]
-    total["source"] = (f"the program's own run; then {timings[0]['source']}, summed over the {len(timings)} "
-                       f"module{'s' if len(timings) != 1 else ''} irscope compiled again for their stages")
+    modules = f"{len(timings)} module{'s' if len(timings) != 1 else ''}"
+    if result.get("target", "cpu") == "cpu":  # the child captured the program's own compiles
+        total["source"] = (f"the program's own run, its jit compiles included; {timings[0]['source']}, summed over "
+                           f"the {modules} of its own it compiled (with XLA's dump on)")
+    else:
+        total["source"] = (f"the program's own run; then {timings[0]['source']}, summed over the {modules} irscope "
+                           f"compiled again for their stages")
     return total
 
 
