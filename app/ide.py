@@ -57,9 +57,9 @@ def has_text(stage) -> bool:
 def _offered(job: Job) -> list:
     """The stages the stage bar offers: those with text (has_text). An empty one (the output of a
     program that printed nothing, a JSON stage holding `[]`) is no tab, unless the job failed and no
-    stage explains it (stage_beside_error finds none): then what it did not print is all there is to
+    stage has anything to read (_readable finds none): then what it did not print is all there is to
     read (_empty_stage says so); a JSON stage holding `[]` is still none."""
-    if job.status == "failed" and not stage_beside_error(job.stages):
+    if job.status == "failed" and not _readable(job.stages):
         return [s for s in job.stages if has_text(s) or not s.size]  # never an empty JSON `[]`
     return [s for s in job.stages if has_text(s)]
 
@@ -117,19 +117,25 @@ def group_form(stages: list) -> str:
 _RUN_STAGES = {"source", "worker.log", "run.stdout"}
 
 
+def _readable(stages: list) -> list:
+    """The stages with something to read, but Dynamo's bytecode: a frame that failed has only its
+    original bytecode, which says nothing about the error."""
+    return [s for s in stages if has_text(s) and not s.key.startswith("dynamo.bytecode")]
+
+
 @bp.app_template_filter("stage_beside_error")
 def stage_beside_error(stages: list) -> str:
     """The stage a failed job opens beside its error: the last stage the compiler produced before
     the failure (Dynamo's graph so far, the last IR of a kernel), else what the program printed,
-    else the source, else any other stage with text; the worker's log only when nothing else exists
-    ("" when the job has no stage with text). Never Dynamo's bytecode: a frame that failed has only
-    its original bytecode, which says nothing about the error."""
-    written = [s for s in stages if has_text(s) and not s.key.startswith("dynamo.bytecode")]
+    else any other stage the job wrote of its run; else none ("": the error box is what there is to
+    read, the stage bar offers the rest). Never the source (the editor's text again, every line
+    tinted in both), nor the worker's log (PyTorch's tracebacks, which the error's details fold),
+    nor Dynamo's bytecode (_readable)."""
+    written = _readable(stages)
     compiled = [s for s in written if s.key not in _RUN_STAGES and s.group not in ("Source", "Run")]
     printed = [s for s in written if s.key == "run.stdout"]
-    source = [s for s in written if s.key == "source"]
-    others = [s for s in written if s.key not in ("source", "worker.log")]
-    for choice in (compiled[-1:], printed, source, others[-1:], [s for s in written if s.key == "worker.log"]):
+    others = [s for s in written if s.key not in _RUN_STAGES]
+    for choice in (compiled[-1:], printed, others[-1:]):
         if choice:
             return choice[0].key
     return ""
@@ -144,13 +150,15 @@ _OPENS_FIRST = ("inductor.output_code", "triton.ptx", "xla.optimized", "dynamo.f
 def stage_to_open(job: Job) -> str:
     """The one rule for the stage a job's page opens by itself, decided once the job has ended
     ("" while it runs), so a run watched live and its repeat answered from the store (or its
-    permalink) open the same one: a failed job's stage beside its error; else the first of
-    _OPENS_FIRST the job wrote, in the stage bar's order; else the first other stage with text
-    (the worker's log last); else the first stage."""
+    permalink) open the same one: a failed job's stage beside its error, none where there is none
+    but the job wrote something to read (its source, its worker's log: stage_beside_error), its
+    empty output where it wrote nothing else (_offered); else the first of _OPENS_FIRST the job
+    wrote, in the stage bar's order; else the first other stage with text (the worker's log last);
+    else the first stage."""
     if not job.finished:
         return ""
     beside = stage_beside_error(job.stages) if job.status == "failed" else ""
-    if beside:
+    if beside or (job.status == "failed" and _readable(job.stages)):
         return beside
     written = [s for group in _grouped(job.stages).values() for s in group if has_text(s) and s.key != "source"]
     for kind in _OPENS_FIRST:
@@ -190,6 +198,32 @@ def _first_sentence(text: str) -> tuple[str, str]:
     text = str(text).strip()
     parts = _SENTENCE_END.split(text, maxsplit=1)
     return (parts[0], parts[1]) if len(parts) == 2 and len(parts[0]) < len(text) else (text, "")
+
+
+# A notice of one sentence longer than this is folded too: its lead cut at a clause (or a word)
+# before it, the rest under it; a longer first sentence of several is one line with an ellipsis (CSS).
+NOTICE_LEAD = 100
+# where a long sentence may be cut, the stronger first: after a semicolon, colon or before a dash;
+# after a comma; before a parenthesis
+_CLAUSE_ENDS = (re.compile(r"[;:](?=\s)| (?=— )"), re.compile(r",(?=\s)"), re.compile(r" (?=\()"))
+
+
+@bp.app_template_filter("notice_parts")
+def notice_parts(text: str) -> tuple[str, str]:
+    """A stage pane's notice (its explanation, its note) as one line and the rest folded under it:
+    its first sentence, or for one long sentence, its lead up to a clause before NOTICE_LEAD
+    characters ("…" ending it) and the rest of the sentence."""
+    first, rest = _first_sentence(text)
+    if rest or len(first) <= NOTICE_LEAD:
+        return first, rest
+    cut = next((m.end() for clause in _CLAUSE_ENDS for m in reversed(list(clause.finditer(first, 0, NOTICE_LEAD)))
+                if m.end() >= 30), None)
+    if cut is None:
+        cut = first.rfind(" ", 0, NOTICE_LEAD)
+    if cut <= 0:
+        return first, ""
+    lead, rest = first[:cut].rstrip(" ,;:"), first[cut:].strip()
+    return lead + "…", rest
 
 
 def toolchain_choices(language: str, chosen: str = DEFAULT_TOOLCHAIN) -> list[dict]:

@@ -529,7 +529,8 @@ def build(backend: Backend) -> MCPServer:
                              "autotune config its own row) registers per thread, spills, shared and local memory, "
                              "theoretical occupancy, as ptxas and the cubin report them; spilling kernels flagged. "
                              "Made for GPU targets, real or virtual (Triton, Gluon, Helion, CuTe, PyTorch with "
-                             "target cuda:sm_*, XLA with a GPU target).")
+                             "target cuda:sm_*, XLA with a GPU target); a PyTorch job on the host lists Inductor's "
+                             "C++ kernels with the source lines each came from (target cpu, no GPU figure).")
     async def kernel_resources(job_id: str) -> dict:
         return await call(tools.kernel_resources, job_id)
 

@@ -39,6 +39,16 @@ def write_checked_user_file(source: str, name: str, workdir: str) -> str:
     return path
 
 
+def program_output_meta(output: str, target: str, executed: bool) -> dict:
+    """The meta of a kernel program's "Program output" stage: its target, whether it ran, and on a
+    virtual target where the program printed a tensor, why that reads FakeTensor(...)."""
+    meta: dict = {"target": target, "executed": executed}
+    if not executed and "FakeTensor(" in output:
+        meta["note"] = ("Nothing ran on the virtual GPU: its tensors are PyTorch's fake tensors (shape, dtype and "
+                        "device, no values), so a printed tensor reads FakeTensor(...).")
+    return meta
+
+
 class CappedText(io.TextIOBase):
     """A text sink that keeps the first `limit` characters and counts the rest."""
 

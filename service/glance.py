@@ -124,9 +124,10 @@ def glance(store: Store, job: Job) -> list[Item]:
         lines = _lines(stage.source_map)
         text = _plural(count, "graph break") + (f", {distinct} distinct" if distinct < count else "")
         items.append(Item(text + _lines_text(lines), stage.key, lines, warn=True))
-    if c.recompiled:
+    if c.recompiled:  # the stage that says why each recompiled (the failed guard), else the first's guards
         first = f"dynamo.guards_explained:{c.recompiled[0]}"
-        items.append(Item(_plural(len(c.recompiled), "recompile"), first if first in keys else None, warn=True))
+        why = "dynamo.recompiles" if "dynamo.recompiles" in keys else first if first in keys else None
+        items.append(Item(_plural(len(c.recompiled), "recompile"), why, warn=True))
     items.extend(_xla(store, job.id, keys))
     items.extend(_cute(store, job.id, keys))
     items.extend(_kernels(c, keys, _resource_rows(store, job.id, keys) if c.gpu else []))

@@ -320,6 +320,17 @@
     if (!pick) {
       var state = document.querySelector("#results .status .state[data-open-stage]");
       var chosen = state ? state.dataset.openStage : "";
+      if (!chosen && status === "failed") {
+        // nothing helps beside the error (never the source echoed): the error box is the point,
+        // the pane says so in one line instead of waiting for a stage
+        var hint = pane.querySelector(".hint");
+        if (hint && !hint.classList.contains("after-error")) {
+          hint.classList.add("after-error");
+          hint.textContent = "The job failed: the error above says why, and nothing opens beside it" +
+            (offered.length ? "; pick a stage above to read it." : ".");
+        }
+        return;
+      }
       pick = (chosen && findStage(offered, chosen)) || offered[0];
     }
     if (!pick) { return; }

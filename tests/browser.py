@@ -233,3 +233,57 @@ def raw_stage(page, job_id: str, key: str) -> dict:
 
 
 # --- tests -----------------------------------------------------------------------------------------
+
+
+# Each notice above a stage's text (.explain, .note: templates/_artifact.html; the IR links' line,
+# viewers/code.py): its height and line height, the box of what shows when it is folded.
+_NOTICES = """() => Array.from(document.querySelectorAll(
+    '#pane .artifact > .explain, #pane .artifact > .note, #pane .ir-links-summary')).map(n => {
+      const shown = n.tagName === 'DETAILS' ? n.querySelector('summary') : n;
+      const r = shown.getBoundingClientRect(), s = getComputedStyle(shown);
+      return {text: shown.textContent.trim().slice(0, 60), height: r.height, right: r.right,
+              pane: document.querySelector('#pane').getBoundingClientRect().right,
+              line: parseFloat(s.lineHeight) || 1.3 * parseFloat(s.fontSize),
+              cls: n.className, folded: n.tagName === 'DETAILS', open: n.open}; })"""
+
+
+def _focused_summary(page) -> dict:
+    return page.evaluate("""() => { const e = document.activeElement, s = getComputedStyle(e);
+        return {tag: e.tagName, text: e.textContent.trim().slice(0, 40),
+                outline: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 1}; }""")
+
+
+def notices_are_one_line(page) -> list[dict]:
+    """Every notice of the stage open in #pane is one line inside the pane, the longer ones folded
+    (<details>, closed); the note's fold is reached by Tab from the stage's head, its focus
+    drawn, and Enter opens it: the note is read whole, wrapped inside the pane."""
+    notices = page.evaluate(_NOTICES)
+    assert notices, "no notice"
+    for n in notices:
+        assert n["height"] < 1.6 * n["line"] and n["right"] <= n["pane"] + 1, n
+    assert any(n["folded"] for n in notices) and not any(n["open"] for n in notices), notices
+    fold = page.locator("#pane .artifact > details.note:not(.file-name)")
+    if fold.count():
+        on_fold = "() => document.activeElement.matches('#pane details.note:not(.file-name) > summary')"
+        walked = []
+        for _ in range(3):  # from the stage's "raw" link, again if the pane was swapped under the focus
+            page.locator("#pane .artifact-head a").first.focus()
+            walked.append([_focused_summary(page)])
+            for _ in range(10):
+                page.keyboard.press("Tab")
+                walked[-1].append(_focused_summary(page))
+                if page.evaluate("() => !document.activeElement.closest('#pane')"):
+                    break  # the pane's stage was loaded again (a second request for it): start over
+                if page.evaluate(on_fold):
+                    break
+            if page.evaluate(on_fold):
+                break
+        else:
+            raise AssertionError(f"Tab did not reach the note's fold: {walked}")
+        assert _focused_summary(page)["outline"], _focused_summary(page)
+        page.keyboard.press("Enter")
+        assert fold.get_attribute("open") is not None
+        box = fold.bounding_box()
+        assert box["height"] >= 2 * notices[0]["line"] and box["x"] + box["width"] <= notices[0]["pane"] + 1, box
+        page.keyboard.press("Enter")  # folded again
+    return notices

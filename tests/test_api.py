@@ -275,12 +275,14 @@ def test_a_class_compiling_the_same_example_at_once_makes_one_job(app):
     assert app.extensions["irscope"].store.counts()["jobs"] == 1
 
 
-def test_a_failed_job_opens_what_the_compiler_made_before_the_worker_log():
+def test_a_failed_job_opens_what_the_compiler_made_and_never_the_source_beside_its_error():
     """The stage opened beside an error: the last the compiler produced before the failure, else
-    what the program printed, and the worker's log only when there is nothing else."""
+    what the program printed; else none. Before, a shape mismatch opened the Source stage, the
+    editor's text again with every line tinted in both; the worker's log (PyTorch's tracebacks,
+    folded in the error) and the frame's bytecode say nothing of the error either."""
     from types import SimpleNamespace
 
-    from app.ide import stage_beside_error
+    from app.ide import stage_beside_error, stage_to_open
 
     def stages(*rows):
         return [SimpleNamespace(key=k, group=g, size=n, format="json" if k.endswith("launches") else "text")
@@ -288,14 +290,70 @@ def test_a_failed_job_opens_what_the_compiler_made_before_the_worker_log():
     source, log = ("source", "Source", 316), ("worker.log", "Run", 4306)
     # a shape mismatch: Dynamo logged only the frame's original bytecode, which says nothing of it
     shape_mismatch = stages(source, ("run.stdout", "Run", 0), ("dynamo.bytecode:0/0", "Dynamo", 360), log)
-    assert stage_beside_error(shape_mismatch) == "source"
+    assert stage_beside_error(shape_mismatch) == ""
+    failed = SimpleNamespace(finished=True, status="failed", stages=shape_mismatch)
+    assert stage_to_open(failed) == ""  # not the first stage with text either: nothing
     graph_so_far = stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900), ("dynamo.bytecode:0/0", "Dynamo", 360), log)
     assert stage_beside_error(graph_so_far) == "dynamo.fx_graph:0/0"
+    assert stage_to_open(SimpleNamespace(finished=True, status="failed", stages=graph_so_far)) == "dynamo.fx_graph:0/0"
     # a Triton compile error: Launches holds `[]`, nothing to read
-    assert stage_beside_error(stages(source, ("triton.launches", "Run", 2), ("run.stdout", "Run", 0), log)) == "source"
+    assert stage_beside_error(stages(source, ("triton.launches", "Run", 2), ("run.stdout", "Run", 0), log)) == ""
     later = stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900), ("aot.joint_graph:0/0", "AOTAutograd", 0),
                    ("aot.forward_graph:0/0", "AOTAutograd", 400), log)
     assert stage_beside_error(later) == "aot.forward_graph:0/0"  # the last with text
     assert stage_beside_error(stages(source, ("run.stdout", "Run", 25), log)) == "run.stdout"
-    assert stage_beside_error(stages(("run.stdout", "Run", 0), log)) == "worker.log"
+    assert stage_beside_error(stages(source)) == ""
+    assert stage_beside_error(stages(("run.stdout", "Run", 0), log)) == ""
     assert stage_beside_error(stages(("run.stdout", "Run", 0))) == "" and stage_beside_error([]) == ""
+    # a failed job that wrote nothing to read at all opens its empty output, which says so (_offered)
+    empty = SimpleNamespace(finished=True, status="failed", stages=stages(("triton.launches", "Run", 2),
+                                                                          ("run.stdout", "Run", 0)))
+    assert stage_to_open(empty) == "run.stdout"
+    # a job that compiled opens its most useful stage as before, never the source
+    done = SimpleNamespace(finished=True, status="done", stages=stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900)))
+    assert stage_to_open(done) == "dynamo.fx_graph:0/0"
+
+
+def test_every_notice_of_a_stage_pane_is_one_line_with_the_rest_folded(app):
+    """A stage pane's notices (explanation, note, what a file its text names is) are one line each:
+    a note of one long sentence (the SASS one) is its lead up to a clause, the rest folded in a
+    <details>; a note of several sentences shows its first; a hashed file name is cut in its
+    middle in the lead, whole in the fold, with what the file is and the link to its stage on the
+    line; a short notice is a plain line; every fold is a <details> whose <summary> Tab reaches."""
+    import re
+    import types
+
+    from flask import render_template
+
+    from app.ide import NOTICE_LEAD, notice_parts
+    from compiler.kernels.stages import PTX_NOTE, SASS_NOTE
+    hashed = "c2dbtpnvwyg7lm2u2r4e3pypk3qc2gcqvpmryilclbyit4gtzjnt.py"
+    one_sentence = ("LLVM numbers inline-asm lines as source lines and ptxas keeps them, so nvdisasm may name a "
+                    "line below the real one (past the kernel's end even); such lines are mapped back")
+    meta = {"note": one_sentence,
+            "file_names": [{"path": f"/tmp/work/cache/{hashed}", "file": hashed,
+                            "name": "the Triton code Helion generated for your kernel add",
+                            "about": "its lines link to yours through Helion's # src[file:line] comments",
+                            "stage": "helion.triton_code:add", "stage_title": "Triton code add"},
+                           {"path": "/tmp/work/model.py", "file": "model.py", "name": "your source"}]}
+    stage = types.SimpleNamespace(key="triton.sass:add", title="SASS add", format="sass", size=10, meta=meta)
+    with app.test_request_context():
+        html = render_template("_artifact.html", job_id="j1", stage=stage, body="", diff_with=None, siblings=[],
+                               explanation="Short.", source_map_json="[]", pages=None)
+    notices = re.findall(r'<(details|p) class="(explain|note[^"]*)">(.*?)</\1>', html, re.S)
+    assert [(tag, cls) for tag, cls, _ in notices] == [
+        ("p", "explain"), ("details", "note"), ("details", "note file-name"), ("p", "note file-name")]
+    lead = re.search(r"<summary>(.*?)</summary>", notices[1][2], re.S).group(1)
+    assert lead == "LLVM numbers inline-asm lines as source lines and ptxas keeps them…"
+    assert notices[1][2].split("</summary>")[1].startswith("so nvdisasm may name a line")
+    named, rest = notices[2][2].split("</summary>")
+    assert f">{hashed}<" not in named and f'title="/tmp/work/cache/{hashed}">c2dbtpnvwyg7lm2…tzjnt.py<' in named
+    assert re.search(r'<a href="#" hx-get="/j/j1/stage/helion.triton_code%3Aadd" [^>]*>the Triton code Helion '
+                     r"generated for your kernel add</a>\.", named)
+    assert f"<code>{hashed}</code>" in rest and "Its lines link to yours through Helion&#39;s # src" in rest
+    assert "<code title=\"/tmp/work/model.py\">model.py</code> in this stage's text is your source." in notices[3][2]
+    # the notes irscope writes: a first sentence a line can hold the start of, the rest folded
+    for note in (PTX_NOTE, SASS_NOTE):
+        first, rest = notice_parts(note)
+        assert rest and first.endswith(".") and first[0].isupper(), note
+    assert len(notice_parts(SASS_NOTE)[0]) <= NOTICE_LEAD

@@ -396,7 +396,14 @@ def test_keyboard_alone_compiles_and_moves_between_stages(watched):
     assert still_same_document(page)
     page.wait_for_selector("#pane .artifact")
     opened = page.get_attribute("#pane .artifact", "data-key")
+    # the hint under the editor is stressed while the editor has the focus, and only then: Esc then
+    # Tab lands on the toggle beside the hint, and the hint is plain again
+    hint = "() => Number(getComputedStyle(document.querySelector('#editor-keys .keys-hint')).fontWeight)"
+    assert page.evaluate(hint) >= 600
     page.keyboard.press("Escape")  # leaves the editor (where Tab indents)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") == "tab-moves-focus"
+    assert page.is_visible("#editor-keys .keys-hint") and page.evaluate(hint) < 600
     for _ in range(10):
         page.keyboard.press("Tab")
         if page.evaluate("() => !!document.activeElement.closest('#results .stage-tabs')"):

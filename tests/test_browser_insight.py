@@ -9,7 +9,16 @@ import json
 import os
 import re
 
-from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, status, tab_keys, wait_finished
+from tests.browser import (
+    BROWSER_MARKS,
+    compile_in_page,
+    notices_are_one_line,
+    open_stage,
+    raw_stage,
+    status,
+    tab_keys,
+    wait_finished,
+)
 
 pytestmark = BROWSER_MARKS
 
@@ -64,6 +73,23 @@ def test_the_kernel_resources_table_shows_each_kernel_and_opens_its_metadata(wat
     row.locator("a").first.click()  # the kernel's name opens its metadata, as a lesson's link does
     page.wait_for_selector(f'#pane .artifact[data-key="{first["stage"]}"]')
     assert f'"registers": {first["registers"]}' in page.inner_text("#pane .artifact-body")
+
+
+def test_a_triton_kernels_ptx_and_sass_say_their_notices_in_one_line_each_at_800_px(watched):
+    """At 800 px the PTX and SASS stages of a Triton kernel start with one line per notice (what
+    the stage is, its note, what file its text names, how its lines link), the rest folded under
+    each line, so the code starts near the pane's top; and no token of the code is boxed as an
+    error (pygments' `err`: the lexer's limits, `@%p2`, `@"ET_EXEC"`)."""
+    page = watched.page
+    compile_in_page(page, "triton")
+    page.set_viewport_size({"width": 800, "height": 900})
+    for key in ("triton.ptx:softmax_kernel", "triton.sass:softmax_kernel"):
+        open_stage(page, key)
+        notices = notices_are_one_line(page)
+        assert {"explain", "note", "note file-name"} <= {n["cls"] for n in notices}, notices
+        assert page.locator("#pane .artifact-body .err").count() == 0
+        assert "@" in page.inner_text("#pane .artifact-body")
+    page.set_viewport_size({"width": 1400, "height": 900})
 
 
 def test_a_cute_kernels_ptx_and_sass_opcodes_carry_their_help(watched):
@@ -141,6 +167,17 @@ def test_the_guard_view_of_a_recompile(watched, shots):
     groups = page.eval_on_selector_all("#pane h3.guard-group", "els => els.map(e => e.dataset.group)")
     assert groups[:1] == ["tensor"] and "constant" in groups and "global" in groups
     page.screenshot(path=str(shots / "guards.png"))
+    # at 1500x950 every guard table fits the pane: Dynamo's code wraps in its cell, nothing is cut
+    page.set_viewport_size({"width": 1500, "height": 950})
+    fit = page.evaluate("""() => { const pane = document.querySelector('#pane');
+        const right = pane.getBoundingClientRect().right;
+        return {scroll: pane.scrollWidth, client: pane.clientWidth,
+                tables: Array.from(pane.querySelectorAll('.guards-view table')).map(t => ({
+                  right: t.getBoundingClientRect().right, pane: right,
+                  scroll: t.scrollWidth, client: t.clientWidth}))}; }""")
+    assert fit["tables"] and fit["scroll"] <= fit["client"] + 1, fit
+    assert all(t["right"] <= t["pane"] + 1 and t["scroll"] <= t["client"] + 1 for t in fit["tables"]), fit
+    page.set_viewport_size({"width": 1400, "height": 900})
     # the line that installed the failed guard: a link that puts the editor's cursor on it
     page.click("#pane tr.failed-guard .goto-line")
     assert page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getCursor().line") == 4

@@ -25,7 +25,16 @@ import pytest
 from app import lessons
 from compiler import formats
 from testbed.real_servers import ROOT
-from tests.browser import BROWSER_MARKS, compile_in_page, open_stage, raw_stage, set_editor, tab_keys, wait_finished
+from tests.browser import (
+    BROWSER_MARKS,
+    compile_in_page,
+    notices_are_one_line,
+    open_stage,
+    raw_stage,
+    set_editor,
+    tab_keys,
+    wait_finished,
+)
 
 pytestmark = BROWSER_MARKS
 
@@ -561,21 +570,26 @@ def test_an_error_leads_with_its_point_and_names_no_server_path(sized, server_da
     for host in (ROOT, sys.prefix, *site.getsitepackages(), ".venv", "site-packages", str(server_data)):
         assert host not in html, host
     assert 'File "torch/nn/modules/linear.py"' in html  # a library's file by its import path
-    # the stage opened beside the error has something in it: Dynamo's graph so far where there is one,
-    # else the source; never the worker's log of PyTorch's tracebacks, nor the frame's bytecode (a
-    # failed frame has only its original bytecode, which says nothing of the error)
-    page.wait_for_selector("#pane .artifact")
-    assert page.inner_text("#pane .artifact-body").strip()
-    opened = page.get_attribute("#pane .artifact", "data-key")
-    assert opened == "source" or opened.startswith("dynamo.fx_graph"), opened
-    assert page.get_attribute("#results .error-box", "data-open-stage") == opened
+    # nothing opens beside the error: the program's first op failed, so Dynamo has no graph so far;
+    # never the source (the editor's text again, every line tinted in both), the worker's log of
+    # PyTorch's tracebacks, nor the frame's bytecode (a failed frame has only its original bytecode,
+    # which says nothing of the error). The error box is the point; the pane says so in one line
+    # and no editor line is tinted but the error's
+    assert page.get_attribute("#results .error-box", "data-open-stage") == ""
+    assert page.get_attribute("#results .status .state", "data-open-stage") == ""
+    hint = page.locator("#pane .hint.after-error")
+    hint.wait_for()
+    assert hint.inner_text().startswith("The job failed: the error above says why, and nothing opens beside it")
+    assert page.locator("#pane .artifact").count() == 0 and box.is_visible()
+    tints = page.evaluate("() => Array.from(document.querySelectorAll('.CodeMirror-linebackground'))"
+                          ".map(e => e.className)")
+    assert all("error-line" in t for t in tints), tints
     # the bytecode stage says it holds the original bytecode only, not the code Dynamo generated
     job_id = page.get_attribute("#job-bar", "data-job")
     bytecode = page.request.get(f"/j/{job_id}/stage/dynamo.bytecode%3A0%2F0").text()
     assert "Only the frame&#39;s original bytecode" in bytecode and "original only" in bytecode
-    assert "fake_tensor.py" not in page.inner_text("#pane .artifact-body")
-    # the program printed nothing: no empty "Program output" tab is offered (the error and the
-    # stage beside it say what happened); the stage's own address still says it printed nothing
+    # the program printed nothing: no empty "Program output" tab is offered (the error says what
+    # happened); the stage's own address still says it printed nothing
     assert "run.stdout" not in tab_keys(page) and not page.locator("#results .stage-tabs", has_text="Program output")\
         .count()
     assert "The program printed nothing." in page.request.get(f"/j/{job_id}/stage/run.stdout").text()
@@ -704,7 +718,8 @@ def test_helion_stages_name_the_generated_module_and_ptx_notes_are_sentences(wat
     """Helion's kernels are Triton modules Helion writes to files named by a hash: the PTX names
     that file. The stage says, beside the compiler's unchanged text, that the file is the code
     Helion generated for the user's kernel, with a link to it; and the PTX stage's note is a
-    sentence a newcomer can read."""
+    sentence a newcomer can read. At 800 px every notice on the PTX and SASS panes is one line,
+    the rest folded under it (a <details> Tab reaches, its focus drawn), opened on Enter."""
     from compiler.helion.pipeline import EXAMPLE
     page = watched.page
     compile_in_page(page, "helion", "# Helion's generated module, named\n" + EXAMPLE)
@@ -712,12 +727,19 @@ def test_helion_stages_name_the_generated_module_and_ptx_notes_are_sentences(wat
     legend = page.locator("#pane .file-name")
     assert legend.count() == 1 and legend.is_visible()
     assert "the Triton code Helion generated for your kernel matmul" in legend.inner_text()
-    hashed = legend.locator("code").inner_text()
+    hashed = legend.locator("summary code").get_attribute("title").rsplit("/", 1)[-1]
     body = page.inner_text("#pane .artifact-body")
     assert re.fullmatch(r"\w+\.py", hashed) and f"{hashed}:" in body  # the compiler's own name, in its text
     note = page.locator("#pane .artifact > details.note > summary, #pane .artifact > p.note:not(.file-name)")
     note = note.first.inner_text()
     assert re.match(r"[A-Z].*\.$", note) and "inside inline asm the .loc" not in note, note
+    page.set_viewport_size({"width": 800, "height": 900})
+    for key in ("triton.ptx:_helion_matmul", "triton.sass:_helion_matmul"):
+        open_stage(page, key)
+        notices_are_one_line(page)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_stage(page, "triton.ptx:_helion_matmul")
+    legend = page.locator("#pane .file-name")
     legend.locator("a").click()
     page.wait_for_selector('#pane .artifact[data-key="helion.triton_code:matmul"]')
     assert "def _helion_matmul(" in page.inner_text("#pane .artifact-body")

@@ -125,3 +125,15 @@ def test_compile_ids_say_frame_compile_and_attempt_on_hover():
     assert re.sub(r"<[^>]+>", "", html).count("[0/0_1] forward") == 1
     assert compile_ids.explain("Post-grad graph (backward) [0/0]").startswith("compile id 0/0: frame 0, compile 0")
     assert compile_ids.explain("Kernel resources") == ""
+
+
+def test_code_the_lexer_cannot_read_is_plain_text_not_a_boxed_error():
+    """Pygments marks what its lexer cannot read as an error token (class `err`, drawn in a red
+    box): PTX's predicate `@%p2` and nvdisasm's `.elftype @"ET_EXEC"` are the lexer's limits, not
+    errors in the compiler's text, so the code view draws them as plain text."""
+    ptx = "\t@%p2 ld.global.b32 { %r1 }, [ %rd1 + 0 ];\n\tst.global.b32 [ %rd2 + 0 ], { %r1 };\n"
+    sass = '\t.elftype\t@"ET_EXEC"\n        /*0000*/                   LDC R1, c[0x0][0x28] ;\n'
+    for fmt, text in (("ptx", ptx), ("sass", sass)):
+        html = viewers.render(fmt, text, {})
+        assert 'class="err"' not in html, (fmt, html)
+        assert "@" in html and ("ld.global.b32" in html or "ET_EXEC" in html), fmt

@@ -141,7 +141,8 @@ def test_an_empty_stage_is_no_tab_unless_it_is_all_a_failed_job_has(app, client)
     """A program that printed nothing: its empty output is offered by no tab (no empty controls),
     while the job runs and once it is done; its address still draws it, saying nothing was printed.
     A failed job with nothing to read beside its error (no stage with text) offers its empty output:
-    that nothing was printed is all there is to read; one with its source opens that instead."""
+    that nothing was printed is all there is to read; one with its source offers that instead, and
+    opens nothing (the source is never opened beside an error)."""
     store = app.extensions["irscope"].store
     _queued(store, "e1")
     store.set_running("e1", "running your source")
@@ -173,7 +174,9 @@ def test_an_empty_stage_is_no_tab_unless_it_is_all_a_failed_job_has(app, client)
     _empty_output(store, "e3", 1)
     store.finish_job("e3", JobError("UserCodeError", "boom", line=1), {})
     page = client.get("/j/e3").get_data(as_text=True)
-    assert re.findall(r'data-key="([^"]+)"', page) == ["source"] and 'data-open-stage="source"' in page
+    # the source is offered, never opened beside the error (the editor's text again): nothing opens
+    assert re.findall(r'data-key="([^"]+)"', page) == ["source"] and 'data-open-stage="source"' not in page
+    assert page.count('data-open-stage=""') == 2  # the status line's and the error box's
 
 
 def test_an_unchanged_job_is_answered_204_before_its_summary_is_read(app, client, monkeypatch):

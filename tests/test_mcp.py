@@ -140,7 +140,10 @@ def test_an_mcp_client_over_http_lists_the_tools_compiles_and_reads_the_output_c
     assert part["text"] == "\n".join(api_text.split("\n")[2:7])
     assert (part["first_line"], part["last_line"]) == (3, 7)
     assert part["truncated"] and "first_line=8" in part["next"]
-    assert resources["resources"] is None and "GPU" in resources["why"]
+    # a host job's table: Inductor's C++ kernels, each with its lines, no GPU figure
+    rows = resources["resources"]["kernels"]
+    assert rows and all(r["target"] == "cpu" and r["registers"] is None and r["stage"].startswith("kernel:cpp_")
+                        and r["lines"] for r in rows), rows
     assert again["job"] == job["job"] and again["cached"] is True and again["status"] == "done"
 
 

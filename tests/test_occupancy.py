@@ -1,6 +1,9 @@
 """Theoretical occupancy (compiler/targets/occupancy.py) against figures NVIDIA publishes for its
-architectures: a thread's registers, a block's shared memory and warps, and what limits them."""
+architectures: a thread's registers, a block's shared memory and warps, and what limits them; the
+resource table those figures are shown in (viewers/resources.py)."""
 from __future__ import annotations
+
+import re
 
 from compiler.targets import occupancy
 
@@ -67,3 +70,41 @@ def test_a_triton_jobs_glance_says_its_kernels_registers_spills_and_occupancy(tm
     (tmp_path / "unreported").mkdir()
     items = glance_of_bundle(tmp_path / "unreported", "triton", stages, texts.get)
     assert "1 kernel (2 configs): no spills" in [i["text"] for i in items], items
+
+
+def test_the_resource_table_shows_inductors_bytes_estimate_only_where_a_row_has_one():
+    """Inductor's kernels carry its scheduler's estimate of the bytes each reads and writes: a
+    sortable column of its own, said on hover to be an estimate; a table without any (Triton's,
+    Helion's, CuTe's kernels) has no such column."""
+    import json
+
+    import viewers
+
+    def table(*estimates):
+        return json.dumps({"kernels": [
+            {"kernel": f"triton_poi_fused_{n}.0", "stage": f"triton.metadata:triton_poi_fused_{n}.0",
+             "target": "cuda:sm_90", "registers": 16, **({"estimated_bytes": b} if b is not None else {})}
+            for n, b in enumerate(estimates)]})
+
+    html = viewers.render("resources", table(266240, None), {})
+    header = re.search(r'<th class="num" title="([^"]*)"><button[^>]*>bytes est\.</button></th>', html)
+    assert header and "Inductor" in header.group(1) and "not a measurement" in header.group(1), html
+    cells = re.findall(r'<td class="num estimated-bytes"[^>]*>(.*?)</td>', html)
+    assert cells[0] == "260.0 KiB" and 'class="na"' in cells[1], cells
+    assert 'data-sort="266240"' in html
+    assert "bytes est." not in viewers.render("resources", table(None, None), {})
+
+
+def test_a_kernels_bytes_estimate_is_its_own_scheduler_nodes():
+    """estimates.kernel_bytes: a kernel's figure is that of the scheduler node it was generated from
+    (the row's `kernel`, not every kernel its FX nodes fed: `kernels`); a kernel generated from nodes
+    whose figures differ gives none, one reused with the same figure gives it."""
+    from compiler.pytorch.estimates import GraphEstimates, kernel_bytes
+
+    def node(kernel, n):
+        return {"node": "op", "kernels": ["extern_kernels.mm", "triton_a_0"], "bytes_read_and_written": n,
+                **({"kernel": kernel} if kernel else {})}
+    forward = GraphEstimates("0/0", False, 0, [node(None, 100), node("triton_a_0", 200), node("triton_b_1", 5),
+                                               node("triton_c_2", 7), node("triton_c_2", 7)])
+    backward = GraphEstimates("0/0", True, 0, [node("triton_b_1", 6), node("triton_e_0", 9)])
+    assert kernel_bytes([forward, backward]) == {"triton_a_0": 200, "triton_c_2": 7, "triton_e_0": 9}

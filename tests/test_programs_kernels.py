@@ -138,6 +138,9 @@ class CompiledPrograms:
     def text(self, program: str, key: str) -> str:
         return stage_text(self.client, self.jobs[program]["id"], key)
 
+    def meta(self, program: str, key: str) -> dict:
+        return self.client.get(f"/api/jobs/{self.jobs[program]['id']}/stages/{key}?format=json").get_json()["meta"]
+
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> CompiledPrograms:
@@ -222,6 +225,15 @@ def test_a_value_read_ends_the_program_and_later_kernels_do_not_compile(compiled
     keys = [stage["key"] for stage in job["stages"]]
     assert not any(key.startswith("triton.ptx:scale_kernel") for key in keys)  # after the read: never reached
     assert compiled.text("triton/row_stats_item.py", "run.stdout") == "torch.Size([4])\n"
+    assert "note" not in compiled.meta("triton/row_stats_item.py", "run.stdout")  # it printed no tensor
+
+
+def test_a_tensor_printed_on_the_virtual_gpu_says_why_it_reads_fake_tensor(compiled):
+    """Triton's matmul tutorial prints both outputs: on a virtual GPU they are fake tensors, and the
+    Program output stage says so in its note."""
+    meta = compiled.meta("triton/matmul_autotune.py", "run.stdout")
+    assert "triton_output_with_fp16_inputs=FakeTensor(" in compiled.text("triton/matmul_autotune.py", "run.stdout")
+    assert meta["executed"] is False and "its tensors are PyTorch's fake tensors" in meta["note"], meta
 
 
 def test_one_warm_up_builds_the_kernel_languages_virtual_device_and_their_jobs_load_it(tmp_path):

@@ -563,7 +563,7 @@ def test_graph_break_model_all_core_stages(compiled):
     kernels = f"{len(table)} kernel{'' if len(table) == 1 else 's'}"
     assert f"{kernels}, compiled for the host CPU" in pane and ">regs<" not in pane
     assert "Every kernel Inductor wrote for the host CPU" in pane  # its own explanation, not the GPU table's
-    assert f'href="#stage=kernel%3Acpp_fused__softmax_add_relu_threshold_backward_0"' in pane
+    assert 'href="#stage=kernel%3Acpp_fused__softmax_add_relu_threshold_backward_0"' in pane
     assert f'<td class="lines" title="lines of your source this kernel\'s code came from">{SOFTMAX_LINE}</td>' in pane
     from service.glance import glance  # the summary's kernels open that table
     store = compiled.client.application.extensions["irscope"].store

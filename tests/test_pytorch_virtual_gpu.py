@@ -205,10 +205,21 @@ def test_transformer_block_with_device_side_masks_reaches_ptx_and_sass(results, 
 
 def test_every_inductor_kernel_config_has_its_resources(results):
     """kernels.resources of an Inductor job: every config of every kernel (forward and backward),
-    with the cubin's registers and its theoretical occupancy on the virtual target."""
+    with the cubin's registers and its theoretical occupancy on the virtual target, and Inductor's
+    scheduler estimate of the bytes the kernel reads and writes, the figure of the scheduler node
+    the kernel was generated from in the job's `inductor.estimates` stages."""
+    from compiler.formats import kernel_of
     for name in COMPILES:
         r = results[name]
         table = json.loads(r.text("kernels.resources"))
+        nodes = [node for key in r.stages if key.startswith("inductor.estimates:")
+                 for node in json.loads(r.text(key))["nodes"]]
+        estimated = {row["kernel"]: row["estimated_bytes"] for row in table["kernels"]
+                     if row["estimated_bytes"] is not None}
+        assert len(estimated) >= 3, (name, table["kernels"])
+        for qualifier, n in estimated.items():
+            figures = {node["bytes_read_and_written"] for node in nodes if node.get("kernel") == kernel_of(qualifier)}
+            assert figures == {n} and n > 0, (name, qualifier, n, figures)
         metadata = sorted(k for k in r.stages if k.startswith("triton.metadata:"))
         assert len(metadata) >= 3 and sorted(row["stage"] for row in table["kernels"]) == metadata, name
         assert r.stages["kernels.resources"]["group"] == "Kernels"

@@ -136,6 +136,12 @@ def test_fx_graph_drawing_has_the_graphs_dataflow(entries):
     assert 'label="line 9: return torch.softmax(torch.relu(y) + 1, dim=-1)"' in dot  # clustered by user line
     fmt, svg, _ = graph_drawing.draw(dot)
     assert fmt == "svg" and svg.startswith("<svg") and "softmax" in svg
+    # the cluster's label (the user's line) is in the nodes' font, not Graphviz's default serif
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.fromstring(svg)
+    cluster = {t.get("font-family") for t in root.iterfind(".//s:g[@class='cluster']/s:text", ns)}
+    nodes = {t.get("font-family") for t in root.iterfind(".//s:g[@class='node']/s:text", ns)}
+    assert cluster and cluster == nodes == {"monospace"}, (cluster, nodes)
 
 
 def test_fx_graph_drawing_sets_a_nodes_lines_apart_so_underscores_read(entries):
@@ -208,6 +214,53 @@ def test_guards_of_an_automatic_dynamic_recompile_by_kind():
     hooks = next(g for g in parsed if "top_saved_tensors_hooks" in g.check)
     assert hooks.meaning.startswith("no saved-tensors hooks are active")
     assert not [g.meaning for g in parsed if "None" in g.meaning]
+
+
+def test_a_guards_place_names_the_users_file_whole_not_as_dynamo_cut_it():
+    """Dynamo prints a user file's path less its first two characters ("mp/ti/g/model2.py:13", by
+    torch's shorten_filename); a guard's `where` names the user's file as the page does
+    (model2.py:13), and torch's own files as Dynamo printed them (relative to torch)."""
+    from compiler.pytorch import guards
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "guards_automatic_dynamic.txt")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert "# mp/ti/g/model2.py:13 in forward" in text  # as Dynamo printed it
+    parsed = guards.parse_guards(text, lambda p: "/tmp/ti/g/model2.py".endswith(p))
+    wheres = {g.where for g in parsed if g.where}
+    assert "model2.py:13" in wheres and "model2.py:12" in wheres, wheres
+    assert not [w for w in wheres if w.startswith("mp/") or "/ti/g/" in w], wheres
+    assert "nn/modules/linear.py:134" in wheres  # torch's own file, relative to torch as printed
+    assert next(g for g in parsed if g.kind == "DEFAULT_DEVICE").where == "_dynamo/output_graph.py:1122"
+
+
+def test_the_guard_tables_say_what_an_empty_cell_lacks():
+    """Guards explained: no cell of its tables is blank. A guard Dynamo placed nowhere (its global
+    state, NO_TENSOR_ALIASING, a shape-environment condition) says so on its dash's hover, as the
+    resources table's "not reported" does; so does a global guard's input, and a failed guard of a
+    recompile that was not found among the earlier compile's guards."""
+    import viewers
+    from compiler.pytorch import guards
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "guards_automatic_dynamic.txt")
+    with open(path, encoding="utf-8") as f:
+        parsed = [g.to_json() for g in guards.parse_guards(f.read(), lambda p: "/tmp/ti/g/model2.py".endswith(p))]
+    parsed.append({"kind": "NO_TENSOR_ALIASING", "group": "tensor", "input": "x",
+                   "check": "check_no_aliasing(L['x'], L['y'])", "meaning": "x and y are not the same tensor"})
+    parsed.append({"kind": "LAMBDA_GUARD", "group": "shape", "check": "2 <= L['x'].size()[0]",
+                   "meaning": "x.size()[0] >= 2 (a condition on symbolic sizes, from the shape environment)"})
+    data = {"compile_id": "0/1", "frame": "forward", "groups": dict(guards.GROUPS), "source": "a test",
+            "guards": [{k: v for k, v in g.items() if v not in (None, "", {})} for g in parsed],
+            "recompile": [{"compile_id": "0/0", "reason": "something else", "meaning": "something else changed"}]}
+    html = viewers.render("guards", json.dumps(data), {})
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+    assert cells and not [c for c in cells if not c.strip()], "an empty cell"
+    aliasing = re.search(r'<tr class="guard" data-kind="NO_TENSOR_ALIASING">(.*?)</tr>', html, re.S).group(1)
+    assert 'class="na" title="Dynamo printed no line for it' in aliasing
+    shape = re.findall(r'<tr class="guard" data-kind="LAMBDA_GUARD">(.*?)</tr>', html, re.S)[-1]
+    assert "the shape environment collected this condition" in shape
+    state = re.search(r'<tr class="guard" data-kind="GLOBAL_STATE">(.*?)</tr>', html, re.S).group(1)
+    assert 'title="no input: it checks global state"' in state
+    failed = re.search(r'<tr class="failed-guard".*?</tr>', html, re.S).group(0)
+    assert failed.count('class="na"') == 4  # its guard, its line, what it was compiled for, what was passed
 
 
 def test_tracebacks_keep_the_users_frames_and_say_how_many_of_irscopes_were_cut():

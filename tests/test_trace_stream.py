@@ -12,7 +12,7 @@ import pytest
 
 from compiler.pipeline import Bundle
 from compiler.pytorch import trace as torch_trace
-from compiler.pytorch.trace_stages import TraceStages
+from compiler.pytorch.trace_stages import USERS_FILE_NAME, TraceStages, user_file_names
 from compiler.pytorch.trace_stream import StageStream, TraceTail, phase_of
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "torch", "graph_break_print.trace")
@@ -56,6 +56,28 @@ def test_a_graph_is_a_stage_the_moment_its_entry_is_read(entries, fed):
     second = _index(entries, "dynamo_output_graph", "1/0")
     assert after[second][-2:] == ["dynamo.fx_graph:1/0", "dynamo.fx_graph_drawing:1/0"]
     assert not any(k.endswith(":1/0") for k in after[second - 1])
+
+
+def test_a_stage_that_names_the_users_file_says_it_is_the_source_in_the_editor(fed, tmp_path):
+    """Dynamo's and AOTAutograd's graphs name the job's copy of the user's file (`# File:
+    /tmp/t1/m.py:5 in forward`): the stage's meta `file_names` says that file is the source in the
+    editor (shown beside the stage); the text keeps the name. A stage that does not name it says
+    nothing, nor does an imported trace, whose file is not the one in the editor."""
+    _, bundle = fed
+    stages = {s.key: s for s in bundle.manifest.stages}
+    for key in ("dynamo.fx_graph:0/0_1", "aot.forward_graph:0/0_1"):
+        with open(os.path.join(bundle.directory, stages[key].file), encoding="utf-8") as f:
+            assert "/tmp/t1/m.py" in f.read()
+        (named,) = stages[key].meta["file_names"]
+        assert (named["path"], named["file"], named["name"]) == ("/tmp/t1/m.py", "m.py", USERS_FILE_NAME), key
+        assert "named m.py" in named["about"]
+    assert "the editor" in USERS_FILE_NAME
+    assert "file_names" not in stages["inductor.output_code:0/0_1"].meta
+    from compiler.pytorch.trace_stages import write_trace
+    imported = Bundle(str(tmp_path / "imported"))
+    with open(FIXTURE, encoding="utf-8") as f:
+        write_trace(imported, torch_trace.parse(f.read()), USER, link_lines=False)
+    assert not any("file_names" in s.meta for s in imported.manifest.stages)
 
 
 def test_output_code_waits_for_the_provenance_that_maps_its_kernels(entries, fed):
@@ -171,7 +193,8 @@ def test_the_stream_feeds_stages_and_progress_then_reads_the_rest_at_the_end(tmp
     assert "inductor.output_code:1/0" in keys and keys[-1] == "dynamo.bytecode:0/0_1"
     # only the original bytecode was logged: its title and explanation say so
     bytecode = bundle.manifest.stages[-1]
-    assert bytecode.title == "Bytecode, original only [0/0_1]" and bytecode.meta == {"explained_as": "original_only"}
+    assert bytecode.title == "Bytecode, original only [0/0_1]" and bytecode.meta == {
+        "explained_as": "original_only", "file_names": user_file_names("ORIGINAL BYTECODE /tmp/t1/m.py", USER)}
     assert progress and progress[-1].startswith(("Dynamo", "AOTAutograd", "Inductor"))
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["stages"][0]["key"] == keys[0]
 

@@ -380,6 +380,25 @@ def test_the_ptx_note_reads_as_sentences(jobs):
     assert re.fullmatch(r"[A-Z].*\.", rest), rest
 
 
+def test_kernel_stages_say_the_file_their_locations_name_is_the_source_in_the_editor(jobs):
+    """Every location of a kernel the user wrote names the job's copy of the program
+    (`.loc 1 16 11 // kernels.py:16:11`): each kernel stage says, beside it, that kernels.py is the
+    source in the editor (stage meta `file_names`, as Helion's generated module is said); the
+    compiler's text keeps the name. Gluon's kernels say it too."""
+    from compiler.kernels.program import USERS_FILE_NAME
+    job = jobs["cuda:sm_90"]
+    ptx = job.text("triton.ptx:matmul_kernel")
+    assert re.search(rf"^\s*\.loc\s+\d+ \d+ \d+\s+// {SOURCE_FILE}:\d+:\d+", ptx, re.M)
+    for stage in ("ttir", "ptx", "sass"):
+        (named,) = job.stages[f"triton.{stage}:matmul_kernel"]["meta"]["file_names"]
+        assert (named["file"], named["name"]) == (SOURCE_FILE, USERS_FILE_NAME) and "stage" not in named, named
+        assert f"named {SOURCE_FILE}" in named["about"]
+        assert re.search(rf'^\s*\.file\s+\d+ "{re.escape(named["path"])}"', ptx, re.M)
+    assert "the program in the editor" in USERS_FILE_NAME
+    (named,) = jobs["gluon"].stages["triton.ptx:softmax_kernel"]["meta"]["file_names"]
+    assert named["file"] == SOURCE_FILE and named["name"] == USERS_FILE_NAME
+
+
 def test_sm100_blackwell(jobs):
     job = jobs["cuda:sm_100"]
     assert job.error is None

@@ -200,3 +200,22 @@ def test_hlo_stack_frame_tables_are_folded_and_kept():
     assert code.hlo_metadata_lines(fixture("mlp_optimized.txt").split("\n")) is None
     assert "<details" not in code.render("\n".join(lines[60:]), "hlo", first_line=61)
     assert "<details" not in code.render(text, "text")
+
+
+def test_schedule_and_memory_tables_say_what_an_empty_cell_lacks():
+    """No blank cell in the schedule's step tables or the memory peak's table: an instruction XLA's
+    cost analysis has no figure for, and a value at the peak that is its own buffer (not updated in
+    place of another), each show a dash that says so on hover (viewers/cells.py, as resources do)."""
+    module = hlo_text.parse_hlo_text(fixture("mlp_optimized.txt"))
+    sched = [c for c in hlo_text.schedule(module) if c["instructions"]]
+    entry = next(c for c in sched if c["entry"])
+    entry["instructions"][0].update(flops=1e6, bytes_accessed=4096.0, transcendentals=0.0)  # costed, the rest not
+    html = viewers.render("timeline", json.dumps({"computations": sched, "scheduled": True}), {})
+    table = re.search(r'<table class="data schedule-steps"><caption>[^<]*\(ENTRY\).*?</table>', html, re.S).group(0)
+    assert not re.findall(r"<td[^>]*></td>", table)
+    assert table.count("XLA&#x27;s cost analysis gives no figure for this instruction") == \
+        3 * (len(entry["instructions"]) - 1)
+    memory_html = viewers.render("memory", json.dumps(memory_data()), {})
+    peak = re.search(r'<table class="memory-peak">.*?</table>', memory_html, re.S).group(0)
+    assert not re.findall(r"<t[dh][^>]*></t[dh]>", peak)
+    assert 'title="its own buffer: not updated in place of another value"' in peak

@@ -16,6 +16,7 @@ from pygments import lex
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
+from pygments.token import Error, Text
 from pygments.util import ClassNotFound
 
 from compiler import formats
@@ -41,6 +42,9 @@ def highlighted_lines(text: str, lexer_name: str, instructions: str | None = Non
     description (viewers/isa.py)."""
     lines: list[list[tuple]] = [[]]
     for token, value in lex(text, lexer_for(lexer_name)):
+        # what a lexer cannot read (PTX's `@%p2` predicate, nvdisasm's `@"ET_EXEC"`) is the limit of
+        # its rules, not an error in the compiler's text: plain text, never pygments' red box
+        token = Text if token in Error else token
         parts = value.split("\n")
         for i, part in enumerate(parts):
             if i:
@@ -89,8 +93,9 @@ def _locations(value: object) -> tuple[dict[int, list[str]], str]:
 
 
 def _links_summary(located: int, links: object) -> str:
-    """One sentence: how many lines carry a compiler location and how many of them link to each
-    earlier stage (stage meta `ir_links`, counted in the worker)."""
+    """One line, as the pane's other notices (templates/_artifact.html): how many lines carry a
+    compiler location and how many of them link to each earlier stage (stage meta `ir_links`,
+    counted in the worker); how to use the links folded under it."""
     parts = []
     for link in links if isinstance(links, list) else []:
         if isinstance(link, dict) and all(isinstance(link.get(k), int) for k in ("linked_lines", "located_lines")):
@@ -98,8 +103,8 @@ def _links_summary(located: int, links: object) -> str:
             parts.append(f'<span class="ir-link" data-stage="{escape(str(link.get("stage", "")))}">'
                          f'{escape(str(link.get("title", "")))}: {link["linked_lines"]} ({share:.0f}%)</span>')
     reach = f"; of them, lines linked to a line of {', '.join(parts)}" if parts else ""
-    return (f'<p class="ir-links-summary">{located} lines carry the compiler\'s location{reach}. Hover a line to '
-            'light the lines it came from or became in the stages open beside.</p>')
+    return (f'<details class="ir-links-summary"><summary>{located} lines carry the compiler\'s location{reach}.'
+            '</summary>Hover a line to light the lines it came from or became in the stages open beside.</details>')
 
 
 def _source_ref(sources: list[int] | None) -> str:

@@ -120,7 +120,8 @@ EXPLANATIONS: dict[str, str] = {
     "import.origin": "Where the imported log came from and what irscope read from it.",
     "fake.": "A stage of the test pipeline `fake` (it runs no compiler).",
     "xla.jitted": "Every module your program's jax.jit calls handed XLA to compile: each of your own functions "
-                  "with the lines that define and call it, compiled again by irscope from the module JAX dumped, "
+                  "with the lines that define and call it, as the program compiled it with XLA's dump on (for a GPU "
+                  "target, compiled again by irscope from the module JAX dumped), "
                   "its stages in a group of their own; then the operations run eagerly.",
     "xla.input": "The module exactly as XLA received it, before any pass.",
     "xla.stablehlo": "The StableHLO module JAX lowered your function to (jax.jit(...).lower(...)): the program "

@@ -13,11 +13,43 @@ from html import escape
 from typing import Any
 
 from compiler import formats
+from viewers.cells import na
 
 
 def _line(line: int | None) -> str:
     return (f'<a href="#" class="goto-line" data-line="{line}" title="show this line in the editor">line {line}</a>'
             if line else "")
+
+
+# what an empty cell of the recompile table lacks, said on its dash's hover
+_NOT_FOUND = "not found among that compile's guards"
+_NO_LINE = "no line of your code: the guard was not found among that compile's guards, or Dynamo printed no line"
+_NOT_SAID = "PyTorch's reason does not say"
+
+
+def _kind(kind: str) -> str:
+    """A guard's kind (DIMENSION_DYNAMIC_MARKING_GUARD), free to break after each underscore in a
+    narrow pane."""
+    return escape(kind).replace("_", "_<wbr>")
+
+
+def _input(g: formats.GuardRecord) -> str:
+    if g.input:
+        return f"<code>{escape(g.input)}</code>"
+    if g.group == "global":
+        return na("no input: it checks global state")
+    return na("no single input: its check names the values it reads")
+
+
+def _installed_at(g: formats.GuardRecord) -> str:
+    """Where a guard was installed: the user's line (a link), else the file and line Dynamo printed,
+    else a dash saying that Dynamo printed no place for it."""
+    if g.line or g.where:
+        return _line(g.line) or escape(g.where)
+    if g.group == "shape":
+        return na("Dynamo printed no line for it: the shape environment collected this condition on "
+                  "symbolic sizes while tracing")
+    return na("Dynamo printed no line for it: it adds this guard itself, not for a line of the code")
 
 
 def render(text: str, meta: dict[str, Any]) -> str:
@@ -35,8 +67,9 @@ def render(text: str, meta: dict[str, Any]) -> str:
         rows = "".join(
             f'<tr class="failed-guard" data-earlier="{escape(f.compile_id)}"><td>{escape(f.compile_id)}</td>'
             f'<td class="meaning">{escape(f.meaning)}</td><td><code>{escape(f.input)}</code></td>'
-            f'<td>{escape(f.kind)}</td><td>{_line(f.line)}</td><td class="before">{escape(f.before)}</td>'
-            f'<td class="after">{escape(f.after)}</td>'
+            f'<td>{_kind(f.kind) or na(_NOT_FOUND)}</td><td>{_line(f.line) or na(_NO_LINE)}</td>'
+            f'<td class="before">{escape(f.before) or na(_NOT_SAID)}</td>'
+            f'<td class="after">{escape(f.after) or na(_NOT_SAID)}</td>'
             f'<td class="reason"><code>{escape(f.reason.splitlines()[0])}</code></td></tr>' for f in data.recompile)
         parts.append(f'<h3 class="recompile">Why compile {escape(data.compile_id)} happened: the call failed a guard '
                      'of every earlier compile</h3><table class="data recompile-table"><thead><tr>'
@@ -49,9 +82,9 @@ def render(text: str, meta: dict[str, Any]) -> str:
         if not members:
             continue
         rows = "".join(
-            f'<tr class="guard" data-kind="{escape(g.kind)}"><td><code>{escape(g.input)}</code></td>'
-            f'<td>{escape(g.meaning)}</td><td>{escape(g.kind)}</td>'
-            f'<td>{_line(g.line) or escape(g.where)}</td><td><code>{escape(g.check)}</code>'
+            f'<tr class="guard" data-kind="{escape(g.kind)}"><td>{_input(g)}</td>'
+            f'<td>{escape(g.meaning)}</td><td>{_kind(g.kind)}</td>'
+            f'<td>{_installed_at(g)}</td><td class="check"><code>{escape(g.check)}</code>'
             + (f'<br><span class="hint">{escape(g.hint)}</span>' if g.hint else "") + "</td></tr>"
             for g in members)
         parts.append(f'<h3 class="guard-group" data-group="{escape(group)}">{escape(title)} ({len(members)})</h3>'

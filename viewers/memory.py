@@ -13,10 +13,15 @@ from html import escape
 from typing import Any
 
 from compiler import formats
+from viewers.cells import na
 
 MAX_BLOCKS = 3000
 _COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
             "#9c755f", "#bab0ac")
+
+
+# a value at the peak that is not another's buffer updated in place (the table's last column)
+_OWN = na("its own buffer: not updated in place of another value")
 
 
 def _fmt(n: float) -> str:
@@ -86,7 +91,7 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
     rows = "".join(
         f'<tr><td><code>{escape(v.name)}</code></td><td>{escape(v.shape)}</td><td data-bytes="{v.size}">'
         f'{escape(_fmt(v.size))}</td><td>{v.offset}</td><td>{escape("-".join(map(str, v.live)))}</td>'
-        f'<td>{("updated in place of <code>" + escape(v.in_place_of) + "</code>") if v.in_place_of else ""}</td></tr>'
+        f'<td>{("updated in place of <code>" + escape(v.in_place_of) + "</code>") if v.in_place_of else _OWN}</td></tr>'
         for v in data.live_at_peak)
     unused = heap - peak
     packing = (f"XLA packed the heap into {heap} bytes: {unused} bytes ({escape(_fmt(unused))}) of it hold no live "
@@ -107,8 +112,8 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
         summary += (f'<p class="note">XLA listed no live range for {len(data.unranged_values)} temp value(s) '
                     f'({escape(", ".join(data.unranged_values[:8]))}); they are drawn over the whole program.</p>')
     table = (f'<table class="memory-peak"><caption>live at step {at}, by size</caption><thead><tr><th>value</th>'
-             f'<th>shape</th><th>size</th><th>offset</th><th>live</th><th></th></tr></thead><tbody>{rows}</tbody>'
-             f'</table>')
+             f'<th>shape</th><th>size</th><th>offset</th><th>live</th><th>in place</th></tr></thead>'
+             f'<tbody>{rows}</tbody></table>')
     note = (f'<p class="truncated">drawing the first {MAX_BLOCKS} of {len(blocks)} buffers</p>'
             if len(blocks) > MAX_BLOCKS else "")
     return f'<div class="memory-view">{summary}{"".join(parts)}{note}{table}</div>'

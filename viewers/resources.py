@@ -4,11 +4,12 @@ written by the Triton and PyTorch pipelines from the compilers' own outputs) -> 
 One row per compiled kernel (each autotune config its own): the lines of the user's source it came
 from, warps and stages, the config it was compiled for, registers per thread, spill stores and
 loads, stack and local memory, shared memory (static and dynamic, summed), and the theoretical
-occupancy on its target with what limits it. Headers are short (each says the rest on hover) and
-every figure stays on one line, so the table fits its pane; the target is said once above the table
-when every kernel has the same. A kernel that spills is flagged; a kernel's name opens its metadata
-stage. Inductor's kernels for the host CPU (a CPU job's C++ kernels) are a table of their own: each
-kernel and its lines, since the GPU figures do not apply.
+occupancy on its target with what limits it; for Inductor's kernels, the bytes Inductor's scheduler
+estimates each reads and writes (a column only where some row has that estimate). Headers are short
+(each says the rest on hover) and every figure stays on one line, so the table fits its pane; the
+target is said once above the table when every kernel has the same. A kernel that spills is
+flagged; a kernel's name opens its metadata stage. Inductor's kernels for the host CPU (a CPU job's
+C++ kernels) are a table of their own: each kernel and its lines, since the GPU figures do not apply.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from urllib.parse import quote
 
 from compiler import formats
 from compiler.formats import binary_size
+from viewers import cells
 
 
 def _na(why: str = "not reported") -> str:
-    return f'<span class="na" title="{escape(why)}">-</span>'
+    return cells.na(why)
 
 
 def _bytes(n: int | None) -> str:
@@ -75,6 +77,14 @@ def _occupancy(occ: formats.Occupancy | None) -> str:
 _SHORT_LIMITS = {"registers": "regs", "shared memory": "smem"}
 
 
+def _estimate(n: int | None) -> str:
+    """Inductor's estimate of the bytes a kernel reads and writes, sortable by the bytes."""
+    if n is None:
+        return f'<td class="num estimated-bytes">{_na("Inductor gave no estimate of its own for this kernel")}</td>'
+    return (f'<td class="num estimated-bytes" data-sort="{n}" title="{n:,} bytes read and written, '
+            f'Inductor\'s scheduler estimate (not a measurement)">{binary_size(n)}</td>')
+
+
 def _lines(lines: list[int]) -> str:
     """The user's lines as ranges ("12-19, 23"), sortable by the first."""
     if not lines:
@@ -100,9 +110,12 @@ _COLUMNS = (("kernel", "the kernel, .N its config N; its name opens its metadata
             ("stack", "the stack frame ptxas reports"), ("local", "local memory per thread (the cubin's LOCAL)"),
             ("shared", "shared memory per block: static (the cubin's) + dynamic (asked for at launch)"),
             ("occupancy", "theoretical occupancy on the target, and what limits it"))
+# Inductor's kernels only: the column is left out of a table where no row has its figure
+_ESTIMATE_COLUMN = ("bytes est.", "the bytes the kernel reads and writes as Inductor's scheduler estimates them "
+                                  "(get_read_write_buffers_sizes): an estimate, not a measurement")
 
 
-_NUMERIC = {"warps", "stages", "regs", "spills", "stack", "local", "shared"}
+_NUMERIC = {"warps", "stages", "regs", "spills", "stack", "local", "shared", _ESTIMATE_COLUMN[0]}
 
 
 def _header(name: str, help_: str) -> str:
@@ -145,6 +158,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
     spilling = [k for k in data.kernels if k.spills]
     targets = list(dict.fromkeys(k.target for k in data.kernels))
     one_target = len(targets) == 1  # the target said once, above the table, instead of in every row
+    estimated = any(k.estimated_bytes is not None for k in data.kernels)  # Inductor's kernels
     rows = []
     # each kernel's configs under it (k_0.0, k_0.1, k_1.0): not in the order they were compiled
     order = {q: n for n, q in enumerate(formats.configs_under_kernels([k.kernel for k in data.kernels]))}
@@ -161,7 +175,8 @@ def render(text: str, meta: dict[str, Any]) -> str:
             f'<td class="num registers">{_n(k.registers)}' + (f' <span class="sgprs">({k.sgprs} SGPRs)</span>'
                                                             if k.sgprs is not None else "") + '</td>'
             f'{_spills(k)}<td class="num">{_bytes(k.stack_bytes)}</td><td class="num">{_bytes(k.local_bytes)}</td>'
-            f'{_shared(k)}{_occupancy(k.occupancy)}</tr>')
+            f'{_shared(k)}{_occupancy(k.occupancy)}' + (_estimate(k.estimated_bytes) if estimated else "")
+            + '</tr>')
     models = sorted({k.occupancy.model for k in data.kernels if k.occupancy is not None})
     sources = sorted({k.source for k in data.kernels if k.source})
     # kernels told apart from their configs: `name.N` is the kernel `name`'s config N (from 0)
@@ -177,6 +192,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
         spills = " No kernel spills registers to local memory."
     summary = f'{len(names)} kernel{"" if len(names) == 1 else "s"}{configs}{where}.' + spills
     columns = [c for c in _COLUMNS if not (one_target and c[0] == "target")]
+    columns += [_ESTIMATE_COLUMN] if estimated else []
     return ('<div class="resources-view">'
             f'<p class="resources-summary">{summary}'
             + (f" {escape(_sentence(data.note))}" if data.note else "") + "</p>"

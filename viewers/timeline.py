@@ -16,6 +16,7 @@ from html import escape
 from typing import Any
 
 from compiler import formats
+from viewers.cells import na
 
 MAX_BOXES = 4000
 _KINDS = (
@@ -112,6 +113,11 @@ def _order_drawing(comps: list[formats.ScheduledComputation], row_h: int) -> str
     return "".join(parts)
 
 
+# an empty cell says what it lacks (viewers/cells.py)
+_NO_COST = na("XLA's cost analysis gives no figure for this instruction")
+_NO_COMPUTE = na("no compute instruction is scheduled between its start and its done")
+
+
 def _steps_table(comp: formats.ScheduledComputation) -> str:
     """The computation's instructions by step, named, with XLA's cost analysis where it has one;
     each row links to its line of the module (data-line)."""
@@ -123,7 +129,7 @@ def _steps_table(comp: formats.ScheduledComputation) -> str:
         kind, colour = kind_of(ins.opcode)
         cost = ""
         if costed:
-            cost = "".join(f'<td class="num">{"" if v is None else f"{v:,.0f}"}</td>'
+            cost = "".join(f'<td class="num">{_NO_COST if v is None else f"{v:,.0f}"}</td>'
                            for v in (ins.flops, ins.bytes_accessed, ins.transcendentals))
         rows.append(f'<tr data-line="{ins.line}"><td class="num">{step}</td><td><code>{escape(ins.name)}'
                     f'</code></td><td>{escape(ins.opcode)}</td><td><span class="swatch" data-kind="{kind}">'
@@ -187,7 +193,8 @@ def _pairs_table(comp: formats.ScheduledComputation) -> str:
     rows = []
     for p in comp.async_pairs:
         rows.append(f"<tr><td>{escape(p.opcode)}</td><td>{escape(p.start)}</td><td>{escape(p.done)}</td>"
-                    f"<td>{p.done_index - p.start_index - 1}</td><td>{escape(', '.join(p.compute) or '-')}</td></tr>")
+                    f"<td>{p.done_index - p.start_index - 1}</td>"
+                    f"<td>{escape(', '.join(p.compute)) or _NO_COMPUTE}</td></tr>")
     stats = "".join(f"<li>{escape(k)}: {v:,.1f}</li>" for k, v in comp.statistics.items())
     return (f'<table class="async-pairs"><caption>{escape(comp.computation)}: async start/done pairs</caption>'
             f"<tr><th>op</th><th>start</th><th>done</th><th>scheduled between</th><th>compute between</th></tr>"

@@ -152,7 +152,7 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
         write_function_stages(bundle, compiled, launches.launches, launches.python_names, remarks, path, workdir,
                               target, target_info)
         bundle.add("run.stdout", "Program output", "Run", "text", sink.getvalue(),
-                   meta={"target": target.name, "executed": execute})
+                   meta=user_code.program_output_meta(sink.getvalue(), target.name, execute))
         checks.add_stage(bundle)
         if error is not None:
             raise error

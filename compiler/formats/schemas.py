@@ -335,6 +335,9 @@ class KernelResource(Record):
     # the user's source lines the kernel's code came from: its TTIR's locations, or for Inductor's kernels the
     # output code's source map of the kernel's definition (compiler/pytorch/source_map.kernel_user_lines)
     lines: list[int] = []
+    # Inductor's scheduler estimate of the bytes the kernel reads and writes (an estimate, not a
+    # measurement: compiler/pytorch/estimates.kernel_bytes); None for kernels Inductor did not schedule
+    estimated_bytes: int | None = None
 
 
 class KernelResources(Record):

@@ -148,10 +148,11 @@ class HelionPipeline(TritonProgramPipeline):
         for compiled, q in self._qualifiers():
             if compiled.module_file == record.source_file:
                 return [{"path": compiled.module_file, "file": os.path.basename(compiled.module_file),
-                         "name": f"the Triton code Helion generated for your kernel {compiled.kernel} "
-                                 "(its lines link to yours through Helion's # src[file:line] comments)",
+                         "name": f"the Triton code Helion generated for your kernel {compiled.kernel}",
+                         "about": "Helion writes the module to a file named by its hash, and its lines link "
+                                  "to yours through Helion's # src[file:line] comments",
                          "stage": f"helion.triton_code:{q}", "stage_title": f"Triton code {q}"}]
-        return []
+        return super()._file_names(record, path)  # a plain Triton kernel of the program
 
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         from compiler.helion.kernels import space_table

@@ -37,6 +37,10 @@ from compiler.pipeline import Bundle, JobContext, Option, Pipeline, UserError, l
 from compiler.targets import DEFAULT_VIRTUAL_TARGET, TARGETS, GpuTarget, describe_target, get_target, resolve
 
 SOURCE_NAME = "kernels.py"  # the program's file in the job (its lines are the stages' source lines)
+# what that file is, where a stage's text names it (stage meta `file_names`: `name`, `about`)
+USERS_FILE_NAME = "your source, the program in the editor"
+USERS_FILE_ABOUT = ("the job runs the editor's text as a file named {file}, so the compiler's locations name "
+                    "that file; its lines are your lines")
 # What a spare of any of these languages imports before its job (environment() does not depend on
 # the request); no warm-up compile: the virtual target's driver and the capture hooks are per job.
 PREWARM_MODULES = ("torch", "torch._subclasses.fake_tensor", "triton", "triton.language",
@@ -158,7 +162,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         self._write_stages(bundle, capture, recorder, path, workdir, target_info)
         output = sink.getvalue()
         bundle.add("run.stdout", "Program output", "Run", "text", output,
-                   meta={"target": target.name, "executed": execute})
+                   meta=user_code.program_output_meta(output, target.name, execute))
         checks.add_stage(bundle)
         if error is not None:
             raise error
@@ -246,9 +250,15 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         return path, ((record.source, record.def_line) if record.source_file == path else None), None
 
     def _file_names(self, record: Any, path: str) -> list[dict[str, str]]:
-        """What the files a kernel's stages name are, for a reader, where a file is not the user's
-        own (stage meta `file_names`: `path`, `file`, `name`, `stage`; shown beside the stage)."""
-        return []
+        """What the files a kernel's stages name are, for a reader (stage meta `file_names`: `path`,
+        `file`, `name`, `stage`, `about`; shown beside the stage, `about` folded): the job's copy of
+        the user's program, the file every location of a kernel the user wrote names (`.loc 1 16 11
+        // kernels.py:16:11`), is the source in the editor; a language whose kernels come from a
+        generated file says what that file is instead."""
+        if record.source_file != path:
+            return []
+        return [{"path": path, "file": os.path.basename(path), "name": USERS_FILE_NAME,
+                 "about": USERS_FILE_ABOUT.format(file=os.path.basename(path))}]
 
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         """The language's own stages, before its kernels'."""

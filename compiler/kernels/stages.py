@@ -26,6 +26,12 @@ PTX_NOTE = ("Each PTX line is linked to the source line named by the .loc direct
             "string as if they were lines of your source file, so the .loc lines inside a block name lines "
             "that are not really there; irscope does not use them.")
 
+# The SASS stage's note, as the PTX one: a first sentence that says what a reader sees, the why folded.
+SASS_NOTE = ("A SASS line from inline asm may name a source line below the real one, past the kernel's end "
+             "even. LLVM numbers the lines of an inline-asm string as source lines and ptxas keeps them; such "
+             "lines are mapped back through the PTX's inline-asm blocks where that is unambiguous, else left "
+             "unmapped.")
+
 
 def _first_ints(patterns: dict[str, str], text: str) -> dict[str, int]:
     """name -> the integer the first match of its pattern captures, for the patterns that match."""
@@ -133,10 +139,7 @@ def write_kernel_stages(bundle: Bundle, record: CompiledRecord, qualifier: str, 
                              sass, source_map_file, llir_lines or None, asm_lines),
                              "nvdisasm --print-line-info (file and line, no column)"),
                          "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)",
-                         "note": "LLVM numbers inline-asm lines as source lines and ptxas keeps them, so "
-                                 "nvdisasm may name a line below the real one (past the kernel's end even); "
-                                 "such lines are mapped back through the PTX's inline-asm blocks where that is "
-                                 "unambiguous, else left unmapped"})
+                         "note": SASS_NOTE})
         usage = cubin_resource_usage(cubin, workdir)
 
     stages = []

@@ -4,9 +4,15 @@ graph and its size, the graph breaks it made, the guard that failed when it was 
 error), all read from the structured trace PyTorch wrote (no compile times: a stage's text is the
 same on every run of the same compile; the times are the Timings pane's):
 
-- `dynamo_start`'s stack: the frames that led to the compile; the innermost frame of the user's
-  file below the compiled function itself is the call site (`compiled(x)` in a loop, a
-  `model(x)` in `main()`); a graph break's resume function is called from the same line;
+- the call site: the innermost frame of the user's file above the frame where the program entered
+  compiled code (torch's `_dynamo/` frames: `compiled(x)` in a loop, a `model(x)` in `main()`); a
+  graph break's resume function is called from the same line. Read from the real Python stack at
+  the compile's start, where the trace has one: irscope's `irscope_call_stack` artifact (see
+  CALL_STACK_ARTIFACT), else a stack torch logged while it traced the compile (`create_symbol`,
+  `guard_added_fast`, ...), else the "User code traceback" of a graph break in it; else from
+  `dynamo_start`'s stack, which misses the frame that called a `@torch.compile`d function (torch
+  cuts two frames too many: the caller and torch's compile_wrapper), so a call at module level
+  has no line there and a call in `main()` reads as the `main()` line;
 - `compilation_metrics`: the function (`co_name`, `co_firstlineno`), `graph_op_count`,
   `recompile_reason` and `fail_type`/`fail_reason`;
 - `dynamo_graph_break_reason`: the user's line of each break.
@@ -15,6 +21,7 @@ Pure functions of the trace entries; no torch import."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from compiler.pytorch import source_map as torch_source_map
@@ -37,6 +44,54 @@ def _user(path: str, user_paths: tuple[str, ...]) -> bool:
     return torch_source_map._is_user_path(path, user_paths)
 
 
+# The artifact irscope's pytorch pipeline logs at each compile's start (compiler/pytorch/pipeline.py):
+# the real Python stack, outermost first, as [{"filename", "line", "name", "loc"}].
+CALL_STACK_ARTIFACT = "irscope_call_stack"
+# The functions Dynamo makes to resume a frame after a graph break.
+RESUME_PREFIX = "torch_dynamo_resume_in_"
+# A graph break's "User code traceback:" frames (the real stack, then the frames Dynamo traced).
+_TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n(?P<code>[^\n]*)',
+                              re.M)
+
+
+def _dynamo_frame(path: str) -> bool:
+    return "/torch/_dynamo/" in path.replace("\\", "/")
+
+
+def _entered_from(frames: list[tuple[str, Any, str]], user_paths: tuple[str, ...]) -> tuple[Any, str] | None:
+    """(line, code) of the innermost user frame above the first of torch's `_dynamo/` frames (where
+    the program entered compiled code) in a real stack of (path, line, code), outermost first; (None,
+    "") when no frame of the user's led there; None when the stack shows no such frame, or nothing
+    above it (a stack torch cut to its innermost frames)."""
+    entered = next((i for i, (path, _, _) in enumerate(frames) if _dynamo_frame(path)), None)
+    if not entered:
+        return None
+    site: tuple[Any, str] = (None, "")
+    for path, line, code in frames[:entered]:
+        if _user(path, user_paths):
+            site = (line, code)
+    return site
+
+
+def _called_from_traceback(payload: str, function: str, user_paths: tuple[str, ...]) -> tuple[Any, str] | None:
+    """(line, code) of the frame that called the compiled `function` in a graph break's "User code
+    traceback:" (the real stack's user frames, then the traced ones from the compiled function
+    down); None when the traceback does not show one."""
+    _, found, rest = payload.partition("User code traceback:")
+    # a resume function is called by its frame's own code: its stacks name the line that called the frame
+    if not found or not function or function.startswith(RESUME_PREFIX):
+        return None
+    block = rest.split("\n\n", 1)[0] + "\n"
+    frames = [(m.group("path"), int(m.group("line")), m.group("name"), m.group("code").strip())
+              for m in _TRACEBACK_FRAME.finditer(block)]
+    for i, (_, _, name, _) in enumerate(frames):
+        if name == function:
+            if i and _user(frames[i - 1][0], user_paths):
+                return frames[i - 1][1], frames[i - 1][3]
+            return None
+    return None
+
+
 def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...]) -> list[dict[str, Any]]:
     """One record per compile id Dynamo started (restart attempts folded into their compile), in
     the order they started: compile_id (as PyTorch names it, its last attempt's: "0/0_1" where
@@ -46,6 +101,17 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
     (the failed guard, first line), error."""
     strings = torch_trace.string_table(entries)
     out: dict[str, dict[str, Any]] = {}
+    # base id -> (rank, (line, code)): the best call site read so far (0: irscope's stack of the
+    # compile's start, 1: a stack torch logged while tracing, 2: a graph break's traceback)
+    sites: dict[str, tuple[int, tuple[Any, str]]] = {}
+
+    def site(base: str, rank: int, found: tuple[Any, str] | None) -> None:
+        if found is not None and (base not in sites or rank < sites[base][0]):
+            sites[base] = (rank, found)
+
+    def path(frame: dict) -> str:
+        return strings.get(frame.get("filename"), str(frame.get("filename", "")))
+
     for e in entries:
         cid = e.compile_id
         if cid is None or cid.startswith("!"):  # compiled autograd's ids are not frames of the program
@@ -59,10 +125,18 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
             top = stack[-1] if stack else {}
             record["function"] = record["function"] or str(top.get("name", ""))
             for frame in reversed(stack[:-1]):
-                if _user(strings.get(frame.get("filename"), str(frame.get("filename", ""))), user_paths):
+                if _user(path(frame), user_paths):
                     record["call_line"] = frame.get("line")
                     record["call_text"] = str(frame.get("loc") or "").strip()
                     break
+        elif e.name == CALL_STACK_ARTIFACT:
+            try:
+                frames = json.loads(e.payload)
+            except ValueError:
+                frames = None
+            if isinstance(frames, list):
+                site(base, 0, _entered_from([(str(f.get("filename", "")), f.get("line"), str(f.get("loc") or ""))
+                                             for f in frames if isinstance(f, dict)], user_paths))
         elif e.kind == "compilation_metrics" and isinstance(e.data, dict) and base in out:
             m, record = e.data, out[base]
             record["function"] = str(m.get("co_name") or record["function"])
@@ -79,6 +153,13 @@ def compiles(entries: list[torch_trace.TraceEntry], user_paths: tuple[str, ...])
             line = torch_source_map.graph_break_line(e.payload, user_paths)
             if line and line not in out[base]["breaks"]:
                 out[base]["breaks"].append(line)
+            site(base, 2, _called_from_traceback(e.payload, out[base]["function"], user_paths))
+        elif isinstance(e.data, dict) and isinstance(e.data.get("stack"), list):  # create_symbol, guard_added_fast, ...
+            site(base, 1, _entered_from([(path(f), f.get("line"), str(f.get("loc") or ""))
+                                         for f in e.data["stack"] if isinstance(f, dict)], user_paths))
+    for base, (_, (line, code)) in sites.items():  # the real stack's call site over dynamo_start's
+        if base in out:
+            out[base]["call_line"], out[base]["call_text"] = line, code.strip()
     return list(out.values())
 
 

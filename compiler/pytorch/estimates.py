@@ -7,7 +7,8 @@ itself works with, and every stage that shows them says they are estimates.
 Inductor hands them to its "inductor_metrics" artifact logger once per compiled graph, with the
 scheduler nodes themselves; a handler on that logger (the way compiler/pytorch/artifact_logs.py
 collects the other artifact logs) reads each node's name, the post-grad FX nodes it came from
-and, through Inductor's provenance tracking, the kernels it ended up in.
+and, through Inductor's provenance tracking, the kernels it ended up in and the one generated from
+it (whose row of the job's `kernels.resources` carries the node's bytes: `kernel_bytes`).
 """
 from __future__ import annotations
 
@@ -64,10 +65,12 @@ class _Collector(logging.Handler):
         cid = self.torch._guards.CompileContext.current_compile_id()
         # Inductor's provenance tracking: kernel name (with ":<debug handle>") -> post-grad FX nodes
         provenance: dict[str, set[str]] = {}
+        generated: list[tuple[str, frozenset[str]]] = []  # each kernel Inductor generated, with its FX nodes
         known = dict(getattr(debug, "_inductor_triton_kernel_to_post_grad_node_info", {}))
         for kernel, fx_nodes in known.items():
             if kernel in self._kernels_seen:
                 continue
+            generated.append((kernel.split(":", 1)[0], frozenset(fx_nodes)))
             for name in fx_nodes:
                 provenance.setdefault(name, set()).add(kernel.split(":", 1)[0])
         self._kernels_seen.update(known)
@@ -80,6 +83,11 @@ class _Collector(logging.Handler):
             row: dict[str, Any] = {"node": node.get_name(), "kernels": kernels,
                                    "bytes_read_and_written": int(node.get_read_write_buffers_sizes()),
                                    "from_fx_nodes": origins[:20]}
+            # `kernels` names every kernel any of the node's FX nodes went into (an FX node can feed
+            # several); the kernel generated from exactly this node's FX nodes is the node's own
+            own = {name for name, fx_nodes in generated if fx_nodes == set(origins)} if origins else set()
+            if len(own) == 1:
+                row["kernel"] = own.pop()
             if runtime_ms:
                 row["estimated_runtime_ms"] = round(float(runtime_ms), 6)
             graph.rows.append(row)
@@ -105,3 +113,16 @@ def install(torch: Any) -> _Collector:
 
 def graphs(collector: _Collector) -> list[GraphEstimates]:
     return list(collector.graphs)
+
+
+def kernel_bytes(graphs: list[GraphEstimates]) -> dict[str, int]:
+    """Each kernel's bytes read and written in one launch as Inductor's scheduler estimates them, by
+    the kernel's name: the figure of the scheduler node it was generated from (a row's `kernel`).
+    A kernel generated from several nodes (Inductor reuses a kernel whose code is the same, and a
+    backward kernel may be named as a forward one) has a figure only where they all have the same."""
+    figures: dict[str, set[int]] = {}
+    for graph in graphs:
+        for row in graph.rows:
+            if row.get("kernel"):
+                figures.setdefault(row["kernel"], set()).add(int(row["bytes_read_and_written"]))
+    return {kernel: next(iter(n)) for kernel, n in figures.items() if len(n) == 1}

@@ -76,7 +76,9 @@ def to_dot(code: str, max_nodes: int = 1200) -> str:
         edges += [(aliases.get(i, i), name) for i in dict.fromkeys(_IDENT.findall(args)) if i in known and i != name]
         if len(nodes) > max_nodes:
             break
-    out = ["digraph fx {", '  rankdir=TB; node [shape=box, fontsize=10, fontname="monospace"];']
+    # a cluster's label (the user's line) in the nodes' font, not Graphviz's default serif
+    out = ["digraph fx {", '  rankdir=TB; graph [fontname="monospace", fontsize=11];',
+           '  node [shape=box, fontsize=10, fontname="monospace"];']
     clusters: dict[str | None, list[str]] = {}
     for name, label, type_, group in nodes:
         clusters.setdefault(group, []).append(f"  {_quote(name)} [label={_label(label + ([type_] if type_ else []))}];")

@@ -174,11 +174,14 @@ class KernelStages:
         except Exception as e:  # noqa: BLE001 - kept for finish(): Triton's compile must not see it
             self._failure = e
 
-    def finish(self, kernel_lines: dict[str, set[int]] | None = None) -> None:
+    def finish(self, kernel_lines: dict[str, set[int]] | None = None,
+               estimated_bytes: dict[str, int] | None = None) -> None:
         """Wait for the last kernel's stages, then write the resource table. `kernel_lines`: the
         user's lines of each kernel, by the file Triton compiled it from or by its name, as the
         output codes' source maps name them (trace_stages.TraceStages.kernel_lines): each row's
-        `lines`, since a kernel's own stages map only into its generated file."""
+        `lines`, since a kernel's own stages map only into its generated file. `estimated_bytes`:
+        Inductor's scheduler estimate of the bytes each kernel reads and writes, by the kernel's
+        name (estimates.kernel_bytes): each of its configs' rows' `estimated_bytes`."""
         from compiler.formats import kernel_of
         from compiler.kernels.resources import write_resource_table
         self.bundle.progress("writing the last kernels' stages")
@@ -190,6 +193,8 @@ class KernelStages:
             if not row.lines:
                 found = kernel_lines.get(self._files.get(row.kernel, "")) or kernel_lines.get(kernel_of(row.kernel))
                 row.lines = sorted(found or ())
+        for row in self.rows if estimated_bytes else ():
+            row.estimated_bytes = estimated_bytes.get(kernel_of(row.kernel))
         write_resource_table(self.bundle, self.rows, "Kernels",
                              note="every autotune config Inductor compiled is a row of its own")
 
@@ -201,8 +206,9 @@ def _file_names(record: Any, qualifier: str) -> list[dict[str, str]]:
     if not record.source_file:
         return []
     return [{"path": record.source_file, "file": os.path.basename(record.source_file),
-             "name": f"the Triton code Inductor generated for kernel {record.name} (the same code is in the "
-                     "Output code of the graph that launches it)",
+             "name": f"the Triton code Inductor generated for kernel {record.name}",
+             "about": "Inductor writes each kernel to a file named by its hash; the same code is in the Output "
+                      "code of the graph that launches it",
              "stage": f"triton.source:{qualifier}", "stage_title": f"Kernel source {qualifier}"}]
 
 

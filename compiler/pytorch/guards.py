@@ -89,6 +89,16 @@ def _split_where(rest: str) -> tuple[str, str, str, str, str]:
     return rest.strip(), "", "", "", hint
 
 
+def _where(path: str, line: str, users: bool) -> str:
+    """A guard's `file:line`. Dynamo prints a path relative to the folder it shares with torch's own
+    (torch.utils._traceback.shorten_filename), which for a file outside it is the path less its
+    first two characters ("/tmp/work/model.py" -> "mp/work/model.py"): the user's file is named
+    as the page names it (its file name), torch's own files as Dynamo printed them."""
+    if not path:
+        return ""
+    return f"{path.rsplit('/', 1)[-1] if users else path}:{line}"
+
+
 def _tensor_properties(check: str) -> dict[str, str]:
     """check_tensor(L['x'], Tensor, DispatchKeySet(CPU, ...), torch.float32, device=None,
     requires_grad=False, size=[4], stride=[1]) -> its fields."""
@@ -229,8 +239,8 @@ def parse_guards(text: str, is_user_path: Callable[[str], bool]) -> list[Guard]:
             meaning = _unset(_meaning(kind, check, name or readable_source(check), props, manager_type))
         user_line = int(line_no) if line_no and is_user_path(path) else None
         guards.append(Guard(kind=kind, group=group, source=source, input=name, check=check, meaning=meaning,
-                            line=user_line, code=code, where=f"{path}:{line_no}" if path else "", hint=hint,
-                            properties=props))
+                            line=user_line, code=code, where=_where(path, line_no, user_line is not None),
+                            hint=hint, properties=props))
     return guards
 
 

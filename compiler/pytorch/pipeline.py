@@ -15,8 +15,10 @@ inputs and parameters need against the worker's memory, and always on a virtual 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -220,6 +222,7 @@ class PyTorchPipeline(Pipeline):
         toolchain = _Toolchain.before_torch(ctx, options["target"])
         torch, baseline_rss = toolchain.import_torch(ctx)
         logs, scheduler_estimates = _configure_inductor(options, torch)
+        _log_call_stacks(torch)
         if entry_points.is_script(request.source):
             _run_program(options, ctx, path, toolchain, torch, logs, scheduler_estimates)
             return
@@ -468,6 +471,28 @@ def _configure_inductor(options: dict[str, Any], torch: Any) -> tuple[Any, Any]:
     return logs, scheduler_estimates
 
 
+def _call_stack(args: Any = None) -> None:
+    """Dynamo's start-of-compile callback: the real Python stack, logged to the trace as an artifact of
+    the compile (compile_index.CALL_STACK_ARTIFACT). dynamo_start's own stack misses the frame that
+    called a `@torch.compile`d function, the line the Compiles index groups the compile under."""
+    import torch
+    trigger = getattr(getattr(args, "callback_trigger", None), "name", "DYNAMO")
+    if trigger != "DYNAMO":  # a lazily compiled backward, run by autograd: not a call of the program's
+        return
+    frames = [{"filename": f.filename, "line": f.lineno, "name": f.name, "loc": f.line or ""}
+              for f in traceback.extract_stack()[:-1]]
+    torch._logging.trace_structured(
+        "artifact", metadata_fn=lambda: {"name": compile_index.CALL_STACK_ARTIFACT, "encoding": "json"},
+        payload_fn=lambda: json.dumps(frames))
+
+
+def _log_call_stacks(torch: Any) -> None:
+    """Log each compile's call stack (_call_stack), once per process, where this torch has the hook."""
+    handler = getattr(torch._dynamo, "callback_handler", None)
+    if handler is not None and _call_stack not in getattr(handler, "start_callbacks", [_call_stack]):
+        handler.register_start_callback(_call_stack)
+
+
 def _refuse_export_with_training(options: dict[str, Any]) -> None:
     if options["export"] and options["training"]:
         raise UserError(ErrorKind.OptionError, "export and training do not combine: torch.export captures "
@@ -643,7 +668,8 @@ class _Capture:
         if self.world is not None and self.recorder is not None:
             _write_world(self.bundle, self.world, self.recorder, model, entries, graph_estimates, options, torch)
         if self.kernels is not None:
-            self.kernels.finish(self.stream.stages.kernel_lines)  # the rows' user lines, from the output codes
+            # the rows' user lines, from the output codes; their bytes, from Inductor's estimates
+            self.kernels.finish(self.stream.stages.kernel_lines, estimates.kernel_bytes(graph_estimates))
         else:
             self.stream.stages.write_host_kernel_table()
         return entries

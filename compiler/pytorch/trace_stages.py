@@ -52,6 +52,11 @@ LOG_STAGES = (
     ("fusion", "inductor.fusion", "Fusion decisions"),
 )
 
+# what the user's file is, where a stage's text names it (stage meta `file_names`: `name`, `about`)
+USERS_FILE_NAME = "your source, the model in the editor"
+USERS_FILE_ABOUT = ("the job runs the editor's text as a file named {file}, so PyTorch's comments and "
+                    "locations name that file; its lines are your lines")
+
 PROVENANCE_NOTE = ("irscope compiles with torch._inductor.config.trace.provenance_tracking_level = 1 so that "
                    "kernels link to your lines; it adds only the '# [Provenance debug handles]' comments.")
 
@@ -61,6 +66,11 @@ UNFRAMED = "export"
 
 def _cid(entry: torch_trace.TraceEntry) -> str:
     return entry.compile_id or UNFRAMED
+
+
+def _base(cid: str) -> str:
+    """A compile id without Dynamo's restart attempt ("0/1_1" -> "0/1")."""
+    return cid.partition("_")[0]
 
 
 class _CompileId:
@@ -104,8 +114,9 @@ class TraceStages:
             n += 1
             unique = f"{key}.{n}"
         self._keys.add(unique)
+        names = user_file_names(value, self.user_paths) if self.link_lines else []
         self.bundle.add(unique, title, group, fmt, value, source_map=source_map if self.link_lines else [],
-                        meta=meta or {})
+                        meta={**(meta or {}), **({"file_names": names} if names else {})})
 
     def add(self, entry: torch_trace.TraceEntry) -> None:
         self.entries.append(entry)
@@ -186,7 +197,7 @@ class TraceStages:
                 offset += block.count("\n") + 1
             self._add("dynamo.graph_breaks", f"Graph breaks ({len(breaks)})", "Dynamo", "text", "\n".join(parts),
                       pairs, {"count": len(breaks), "distinct": distinct})
-        _write_log_stages(bundle, log_texts, torch_trace.compile_ids(entries), user_paths)
+        _write_log_stages(bundle, log_texts, torch_trace.compile_ids(entries), user_paths, self.link_lines)
 
     # --- one stage at a time ----------------------------------------------------------------
 
@@ -283,6 +294,22 @@ def output_code_suffix(payload: str, index: int) -> str:
     return "" if index == 0 else f".{index}"
 
 
+def user_file_names(value: Any, user_paths: tuple[str, ...]) -> list[dict[str, str]]:
+    """Stage meta `file_names` for a stage whose text names the user's file (Dynamo's and
+    AOTAutograd's `# File: /tmp/.../model.py:18 in forward` comments, the guards, the bytecode):
+    that file is the source in the editor (shown beside the stage, as a generated kernel file's
+    is: compiler/pytorch/gpu_codegen.py `_file_names`; the text keeps the name). `user_paths[0]` is
+    the job's path of the file."""
+    if not isinstance(value, str) or not user_paths:
+        return []
+    path = user_paths[0]
+    name = path.rsplit("/", 1)[-1]
+    # the name as a path's last part (Dynamo's guard comments cut a path's head: "mp/work/model.py")
+    if not re.search(r"(?:^|[/\s\"'(])" + re.escape(name) + r"(?!\w|\.\w)", value):
+        return []
+    return [{"path": path, "file": name, "name": USERS_FILE_NAME, "about": USERS_FILE_ABOUT.format(file=name)}]
+
+
 def is_user_path(path: str, user_paths: tuple[str, ...]) -> bool:
     """Whether a path as the trace prints it is the user's file. Dynamo's guard comments cut a
     path's head ("mp/job/model.py"), so a path that ends one of `user_paths` counts too."""
@@ -308,7 +335,8 @@ def guards_explained(entries: list[torch_trace.TraceEntry], cid: str,
             by_cid[e.compile_id] = dynamo_guards.parse_guards(e.payload, user)
     failures = []
     for e in torch_trace.of_kind(entries, "recompile_reasons"):
-        if _cid(e) != cid:
+        # logged under the compile's first attempt ("0/1") while its guards are its last's ("0/1_1")
+        if _base(_cid(e)) != _base(cid):
             continue
         for earlier, reason in dynamo_guards.parse_recompile_reasons(e.payload):
             failures.append(dynamo_guards.explain_failure(earlier, reason, by_cid.get(earlier, []), guards).to_json())
@@ -344,7 +372,7 @@ def trace_id(log_id: str, trace_ids: list[str]) -> str:
 
 
 def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_ids: list[str],
-                      user_paths: tuple[str, ...]) -> None:
+                      user_paths: tuple[str, ...], name_user_file: bool = True) -> None:
     for log_id in dict.fromkeys(c for c, _ in texts):
         cid = trace_id(log_id, trace_ids)
         for artifact, key, title in LOG_STAGES:
@@ -361,6 +389,9 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
                 if artifact == "bytecode" and "MODIFIED BYTECODE" not in text:
                     # the compile failed before Dynamo generated the frame's new bytecode
                     title, meta = "Bytecode, original only", {"explained_as": "original_only"}
+                names = user_file_names(text, user_paths) if name_user_file else []
+                if names:
+                    meta["file_names"] = names
                 bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs, meta=meta)
 
 
@@ -478,8 +509,9 @@ def _graph_break_summary(total: int, distinct: list[dict[str, Any]]) -> str:
 
 def _frame_of(entries: list[torch_trace.TraceEntry], cid: str) -> str:
     """The function a compile id compiled, as "name at file.py:line" (its dynamo_start's stack top)."""
-    for e in entries:
-        if _cid(e) == cid and e.kind == "dynamo_start" and isinstance(e.data, dict) and e.data.get("stack"):
+    for e in entries:  # (dynamo_start is its first attempt's: "0/1" for the stages of "0/1_1")
+        if _base(_cid(e)) == _base(cid) and e.kind == "dynamo_start" and isinstance(e.data, dict) \
+                and e.data.get("stack"):
             strings = torch_trace.string_table(entries)
             top = e.data["stack"][-1]
             filename = strings.get(top.get("filename"), str(top.get("filename", "")))

@@ -1,0 +1,14 @@
+"""A table cell with nothing to show says so: one helper for every viewer's tables.
+
+A cell the data leaves empty is a muted dash whose hover says, in words, what is missing and why
+(resources' "not reported", a guard Dynamo placed nowhere, an instruction XLA's cost analysis has
+no figure for), never a blank a reader must guess at.
+"""
+from __future__ import annotations
+
+from html import escape
+
+
+def na(why: str = "not reported") -> str:
+    """The markup of an empty cell's content: a dash, `why` on hover."""
+    return f'<span class="na" title="{escape(why)}">-</span>'
