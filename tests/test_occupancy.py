@@ -87,12 +87,12 @@ def test_the_resource_table_shows_inductors_bytes_estimate_only_where_a_row_has_
             for n, b in enumerate(estimates)]})
 
     html = viewers.render("resources", table(266240, None), {})
-    header = re.search(r'<th class="num" title="([^"]*)"><button[^>]*>bytes est\.</button></th>', html)
+    header = re.search(r'<th class="num" title="([^"]*)"><button[^>]*>traffic</button></th>', html)
     assert header and "Inductor" in header.group(1) and "not a measurement" in header.group(1), html
     cells = re.findall(r'<td class="num estimated-bytes"[^>]*>(.*?)</td>', html)
     assert cells[0] == "260.0 KiB" and 'class="na"' in cells[1], cells
     assert 'data-sort="266240"' in html
-    assert "bytes est." not in viewers.render("resources", table(None, None), {})
+    assert ">traffic<" not in viewers.render("resources", table(None, None), {})
 
 
 def test_a_kernels_bytes_estimate_is_its_own_scheduler_nodes():

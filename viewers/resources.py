@@ -111,8 +111,8 @@ _COLUMNS = (("kernel", "the kernel, .N its config N; its name opens its metadata
             ("shared", "shared memory per block: static (the cubin's) + dynamic (asked for at launch)"),
             ("occupancy", "theoretical occupancy on the target, and what limits it"))
 # Inductor's kernels only: the column is left out of a table where no row has its figure
-_ESTIMATE_COLUMN = ("bytes est.", "the bytes the kernel reads and writes as Inductor's scheduler estimates them "
-                                  "(get_read_write_buffers_sizes): an estimate, not a measurement")
+_ESTIMATE_COLUMN = ("traffic", "the bytes the kernel reads and writes as Inductor's scheduler estimates them "
+                               "(get_read_write_buffers_sizes): an estimate, not a measurement")
 
 
 _NUMERIC = {"warps", "stages", "regs", "spills", "stack", "local", "shared", _ESTIMATE_COLUMN[0]}
