@@ -74,7 +74,13 @@ def counts(store: Store, job: Job) -> Counts:
     if not job.finished:
         return Counts()
     keys = [s.key for s in job.stages]
-    graphs = [k for k in keys if k.startswith("dynamo.fx_graph:")]
+    # one graph per compile: an attempt Dynamo abandoned and restarted (0/0, then 0/0_1) is not one
+    last_attempt = {}
+    for k in keys:
+        if k.startswith("dynamo.fx_graph:"):
+            m = _COMPILE_ID.search(k)
+            last_attempt[k[:m.start()] + f":{m.group(1)}/{m.group(2)}" if m else k] = k
+    graphs = list(last_attempt.values())
     breaks = None
     if "dynamo.graph_breaks" in keys:
         found = store.stage_page(job.id, "dynamo.graph_breaks", 0, 0)

@@ -644,6 +644,22 @@
     rows.forEach(function (r) { body.appendChild(r); });
   });
 
+  // A control that takes the focus under the sticky stage bar (or the stale note above it) is
+  // scrolled clear of them, so the focus is never hidden (WCAG 2.4.11): the results pane scrolls
+  // under its sticky bars, and a focused control there was drawn behind them.
+  document.addEventListener("focusin", function (e) {
+    var pane = e.target.closest && e.target.closest(".results-pane");
+    if (!pane) { return; }
+    var covers = pane.querySelectorAll(".stage-tabs, .stale-note");
+    var bottom = pane.getBoundingClientRect().top;
+    for (var i = 0; i < covers.length; i++) {
+      if (covers[i].contains(e.target)) { return; }
+      if (covers[i].offsetParent !== null) { bottom = Math.max(bottom, covers[i].getBoundingClientRect().bottom); }
+    }
+    var box = e.target.getBoundingClientRect();
+    if (box.top < bottom + 2 && box.height < pane.clientHeight / 2) { pane.scrollTop -= bottom - box.top + 6; }
+  });
+
   // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);
   // the first refresh may click a tab, so it waits for that.
   document.addEventListener("DOMContentLoaded", function () { refresh(true); });

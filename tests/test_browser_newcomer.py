@@ -256,16 +256,22 @@ def _focused(page) -> dict:
         const s = getComputedStyle(target);
         const r = target.getBoundingClientRect();
         const key = e.dataset.key || (e.matches('.stage-select') ? e.value : '');
+        // a control whose middle is on screen is seen there, not under the sticky stage bar
+        const x = r.left + r.width / 2, y = r.top + r.height / 2;
+        const hit = r.height < 200 && y > 0 && y < innerHeight ? document.elementFromPoint(x, y) : null;
         return {id: e.id, tag: e.tagName, key: key, editor: inEditor,
                 label: (e.getAttribute('aria-label') || e.textContent || '').trim().slice(0, 30),
                 outline: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 1,
-                visible: r.width > 0 && r.height > 0}; }""")
+                visible: r.width > 0 && r.height > 0,
+                covered: hit !== null && !target.contains(hit) && !hit.contains(target)}; }""")
 
 
 def test_the_keyboard_walks_the_whole_page_and_back_without_a_trap(sized):
     page, _ = sized
     open_lesson(page, GRAPH_BREAK)
     page.evaluate("() => document.activeElement.blur()")
+    # the results scrolled, as a reader leaves them: the stage bar sticks over the stage's top
+    page.evaluate("() => { document.querySelector('#results').closest('.results-pane').scrollTop = 300; }")
     seen, editor_at = [], None
     for n in range(80):
         page.keyboard.press("Tab")
@@ -273,6 +279,7 @@ def test_the_keyboard_walks_the_whole_page_and_back_without_a_trap(sized):
         if now["tag"] == "BODY":
             break
         assert now["visible"] and now["outline"], f"the focus is not visible on {now}"
+        assert not now["covered"], f"the focus is under the sticky stage bar: {now}"
         if now["editor"]:
             if editor_at is None:
                 editor_at = n

@@ -155,6 +155,29 @@ def test_resource_table_is_the_cubins(jobs):
     assert row["spill_stores_bytes"] == 0 and not row["spills"]
     occupancy = row["occupancy"]
     assert 0 < occupancy["percent"] <= 100 and occupancy["limited_by"]
+    # the row's lines are the user's lines the IR's source map links from the kernel's op: its body,
+    # never the host code's alone (the sizes, the cute.compile call)
+    from compiler.cute.stages import kernel_lines
+    source = _example()
+    ir_map = job.stages["cute.ir:add"]["source_map"]
+    assert row["lines"] == kernel_lines(job.text("cute.ir:add"), ir_map, kernel["kernel"])
+    assert _line(source, "gC[mi, ni] =") in row["lines"] and _line(source, "def add_kernel") + 1 in row["lines"]
+    assert set(row["lines"]) <= job.mapped_lines("cute.ir:add")
+    assert not {_line(source, "M, N = 2048"), _line(source, "add_compiled = cute.compile")} & set(row["lines"])
+    # no stages and no config in CuTe: their dashes say why
+    assert row["num_stages"] is None and row["config"] == {}
+    assert "CuTe" in row["why_empty"]["stages"] and "CuTe" in row["why_empty"]["config"]
+
+
+def test_stages_say_their_file_is_the_users_source(jobs):
+    """The IR's loc()s, the PTX's .file and the SASS name the job's kernels.py: each stage's meta
+    `file_names` says it is the program in the editor, as Triton's kernel stages do."""
+    from compiler.kernels.program import USERS_FILE_NAME
+    job = jobs["sm_90"]
+    for stage in ("cute.ir:add", "cute.ptx:add", "cute.sass:add"):
+        [named] = job.stages[stage]["meta"]["file_names"]
+        assert named["file"] == SOURCE_FILE and named["name"] == USERS_FILE_NAME, (stage, named)
+        assert named["path"].endswith("/" + SOURCE_FILE) and SOURCE_FILE in named["about"]
 
 
 @pytest.mark.parametrize("name, ptx_target", [("sm_80", ".target sm_80"), ("sm_100", ".target sm_100a")])

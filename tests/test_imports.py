@@ -251,8 +251,11 @@ def test_an_imported_torch_trace_shows_the_stages_of_the_live_job_that_made_it(t
     assert len(from_trace) >= 30 and sum(k.startswith("dynamo.guards_explained") for k in from_trace) == 4
     # The archive also holds what the job wrote to its trace after reading it (its timing runs
     # changed torch's thread count: one more compile, 0/4), so the import shows a little more.
-    # The compiles' index came after the recording (it lists that compile too).
-    assert {k for k in imported if k not in live} - {"dynamo.compiles"} == \
+    # The compiles' index came after the recording (it lists that compile too), and so did each
+    # recompile's kernel named as the first compile's, a stage of its own (`kernel:<name>:<compile id>`).
+    recompiled_kernels = {k for k in imported if re.fullmatch(r"kernel:[^:]+:0/[1-3]", k)}
+    assert len(recompiled_kernels) == 3, recompiled_kernels
+    assert {k for k in imported if k not in live} - {"dynamo.compiles"} - recompiled_kernels == \
         {k for k in imported if k.endswith(":0/4")} != set()
     assert re.search(r"^- \[0/4\] \w+, line \d+: recompiled: ", text("dynamo.compiles"), re.M), text("dynamo.compiles")
     assert "## recompile 4 (compile 0/4)" in text("dynamo.recompiles")

@@ -95,6 +95,31 @@ def test_the_resource_table_shows_inductors_bytes_estimate_only_where_a_row_has_
     assert ">traffic<" not in viewers.render("resources", table(None, None), {})
 
 
+def test_a_row_without_stages_or_config_shows_a_dash_that_says_why():
+    """A kernel with no config (a CuTe kernel, a Triton kernel with no constexpr) has a muted dash in
+    its config cell, never an empty <code></code>; its hover says why: the row's `why_empty` where the
+    pipeline says it (CuTe: no software-pipelining stages, no autotune config), else in general."""
+    import json
+
+    import viewers
+    from compiler.cute.stages import WHY_EMPTY
+
+    def table(**row):
+        return json.dumps({"kernels": [{"kernel": "add/add_kernel", "stage": "cute.metadata:add",
+                                        "target": "cuda:sm_90", "num_warps": 8, "registers": 16, **row}]})
+
+    html = viewers.render("resources", table(config={}, why_empty=WHY_EMPTY), {})
+    assert "<code></code>" not in html
+    config = re.search(r'<td class="config">(.*?)</td>', html).group(1)
+    assert config == viewers.cells.na(WHY_EMPTY["config"]) and "CuTe" in WHY_EMPTY["config"], config
+    assert f'<td class="num">{viewers.cells.na(WHY_EMPTY["stages"])}</td>' in html
+    plain = viewers.render("resources", table(), {})  # no reason given: the general one
+    assert "<code></code>" not in plain and re.search(r'<td class="config"><span class="na" title="[^"]+">-</span>',
+                                                      plain)
+    given = viewers.render("resources", table(config={"BLOCK": 64}, num_stages=3), {})
+    assert '<td class="config"><code>BLOCK=64</code></td>' in given and '<td class="num">3</td>' in given
+
+
 def test_a_kernels_bytes_estimate_is_its_own_scheduler_nodes():
     """estimates.kernel_bytes: a kernel's figure is that of the scheduler node it was generated from
     (the row's `kernel`, not every kernel its FX nodes fed: `kernels`); a kernel generated from nodes

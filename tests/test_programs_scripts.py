@@ -183,6 +183,11 @@ def test_pytorch_program_compiles_every_frame(jobs, name):
         assert any(k.startswith("dynamo.graph_breaks") or k.startswith("dynamo.graph_break") for k in keys), keys
     if recompiles:
         assert any(re.fullmatch(r"\d+/[1-9]\d*", g) for g in graphs), (name, graphs)  # a frame's second compile
+    # the Kernels group's table lists every compile's kernels (a recompile's, named as the first's, too)
+    kernels = [k for k in keys if k.startswith("kernel:")]
+    if kernels:
+        table = json.loads(jobs.text(f"pytorch/{name}", "kernels.resources"))["kernels"]
+        assert [r["stage"] for r in table] == kernels, (name, table)
     if backward:
         assert any(k.startswith("inductor.output_code:") and k.endswith(".backward") for k in keys), keys
 

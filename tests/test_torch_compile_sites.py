@@ -135,3 +135,17 @@ def test_irscope_logs_each_compiles_call_stack_as_an_artifact_of_the_compile():
     frames = json.loads(payload)
     assert frames[-1]["name"] == "test_irscope_logs_each_compiles_call_stack_as_an_artifact_of_the_compile"
     assert frames[-1]["filename"] == __file__ and "pipeline._call_stack(" in frames[-1]["loc"]
+
+
+def test_an_abandoned_attempt_is_no_graph_and_a_recompiles_kernels_count(tmp_path):
+    """Dynamo's first attempt of a compile that it restarted (0/0, then 0/0_1) wrote a graph of its
+    own: the summary counts one graph, the restart's; a recompile's kernels named as the first
+    compile's (Inductor restarts its names per graph) are kernels of their own."""
+    from compiler.model import Stage
+    from tests.conftest import glance_of_bundle
+    keys = ["dynamo.fx_graph:0/0", "dynamo.fx_graph:0/0_1", "kernel:cpp_fused_sin_0", "kernel:cpp_fused_sin_0:0/1",
+            "dynamo.fx_graph:0/1"]
+    stages = [Stage(key, key, "Dynamo", "python" if key.startswith("dynamo") else "cpp", 10) for key in keys]
+    items = {i["text"]: i["stage"] for i in glance_of_bundle(tmp_path, "pytorch", stages, lambda key: "x = 1\n" * 2)}
+    assert items["2 graphs"] == "dynamo.fx_graph:0/0_1" and "3 graphs" not in items, items
+    assert "1 recompile" in items and "2 kernels" in items, items

@@ -699,8 +699,12 @@ def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_us
         assert named["stage"] == "helion.triton_code:matmul" and "your kernel matmul" in named["name"]
         assert re.search(rf'^\s*\.file\s+\d+ "{re.escape(named["path"])}"', ptx, re.M)
         assert named["file"] == os.path.basename(named["path"]) and named["file"] != SOURCE_FILE
-    rows = {r["kernel"] for r in json.loads(job.text("kernels.resources"))["kernels"]}
-    assert rows == {"_helion_matmul", "_helion_add"}
+    rows = {r["kernel"]: r for r in json.loads(job.text("kernels.resources"))["kernels"]}
+    assert set(rows) == {"_helion_matmul", "_helion_add"}
+    # each row's config leads with the Helion config it was compiled with, in short
+    assert rows["_helion_matmul"]["config"]["block_sizes"] == "[64, 64, 32]"
+    assert rows["_helion_matmul"]["config"]["num_warps"] == 4
+    assert rows["_helion_add"]["config"]["block_sizes"] == str(add["config"]["block_sizes"])
     launches = json.loads(job.text("triton.launches"))
     assert [launch["kernel"] for launch in launches] == ["_helion_matmul", "_helion_matmul", "_helion_add"]
     assert {launch["line"] for launch in launches} == {_line(source, "z = add(")}

@@ -100,6 +100,22 @@ def _lines(lines: list[int]) -> str:
     return f'<td class="lines" title="lines of your source this kernel\'s code came from">{text}</td>'
 
 
+def _stages(k: formats.KernelResource) -> str:
+    """Software-pipelining stages, or a dash saying why there are none (`why_empty`)."""
+    return _na(k.why_empty.get("stages", "not reported")) if k.num_stages is None else f"{k.num_stages:,}"
+
+
+_NO_CONFIG = "no config recorded: the kernel was compiled with no constexpr or autotune setting"
+
+
+def _config(k: formats.KernelResource) -> str:
+    """The config it was compiled for as `name=value`s, or a dash saying why there is none."""
+    if not k.config:
+        return f'<td class="config">{_na(k.why_empty.get("config", _NO_CONFIG))}</td>'
+    config = ", ".join(f"{name}={value}" for name, value in k.config.items())
+    return f'<td class="config"><code>{escape(config)}</code></td>'
+
+
 # (header, its hover text): short headers, so the table fits its pane
 _COLUMNS = (("kernel", "the kernel, .N its config N; its name opens its metadata"),
             ("lines", "lines of your source the kernel's code came from"),
@@ -163,15 +179,13 @@ def render(text: str, meta: dict[str, Any]) -> str:
     # each kernel's configs under it (k_0.0, k_0.1, k_1.0): not in the order they were compiled
     order = {q: n for n, q in enumerate(formats.configs_under_kernels([k.kernel for k in data.kernels]))}
     for k in sorted(data.kernels, key=lambda k: order[k.kernel]):
-        config = ", ".join(f"{name}={value}" for name, value in k.config.items())
         rows.append(
             f'<tr class="kernel{" spills" if k.spills else ""}" data-kernel="{escape(k.kernel)}">'
             f'<td><a href="#stage={quote(k.stage, safe="")}">{escape(k.kernel)}</a>'
             + (' <span class="badge spill-flag" title="ptxas moved registers to local memory">spills</span>'
                if k.spills else "")
             + f'</td>{_lines(k.lines)}' + ("" if one_target else f'<td>{escape(k.target)}</td>')
-            + f'<td class="num">{_n(k.num_warps)}</td><td class="num">{_n(k.num_stages)}</td>'
-            f'<td class="config"><code>{escape(config)}</code></td>'
+            + f'<td class="num">{_n(k.num_warps)}</td><td class="num">{_stages(k)}</td>{_config(k)}'
             f'<td class="num registers">{_n(k.registers)}' + (f' <span class="sgprs">({k.sgprs} SGPRs)</span>'
                                                             if k.sgprs is not None else "") + '</td>'
             f'{_spills(k)}<td class="num">{_bytes(k.stack_bytes)}</td><td class="num">{_bytes(k.local_bytes)}</td>'

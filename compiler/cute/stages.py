@@ -3,6 +3,7 @@ compiled `@cute.jit` function, `cute.launches`, and the job's `kernels.resources
 kernel: a function's cubin holds every kernel it launches)."""
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ from compiler.kernels.nvidia_tools import (
     disassemble_sass,
     parse_ptxas_log_by_function,
 )
+from compiler.kernels.program import USERS_FILE_ABOUT, USERS_FILE_NAME
 from compiler.kernels.resources import NVIDIA_SOURCE, nvidia_row, ptx_entries, write_resource_table
 from compiler.kernels.stages import IrLinks
 from compiler.pipeline import Bundle
@@ -23,6 +25,10 @@ from compiler.targets import GpuTarget
 
 GROUP = "CuTe"
 _SOURCE = NVIDIA_SOURCE.replace("ptxas -v (spills)", "CuTe's ptxas report (remarks{ptx}: spills)")
+# the row's cells CuTe has no value for, and why (the hover of their dash: KernelResource.why_empty)
+WHY_EMPTY = {"stages": "CuTe kernels have no software-pipelining stages (num_stages is a Triton setting)",
+             "config": "CuTe kernels have no autotune config or constexprs: their parameters are the "
+                       "@cute.jit function's arguments and constants"}
 _MANGLED = re.compile(r"_(?:tensor|Tensor|FakeTensor|ptr|Ptr|Int|Float|Uint|Boolean|Numeric|\d+$)")
 
 
@@ -56,11 +62,15 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
         bundle.progress(f"writing stages of {qualifier}")
         base_meta = {"function": function.name, "target": target.name, "cute_arch": target_info.get("cute_arch"),
                      "virtual": target_info["virtual"]}
+        # the job's copy of the editor's text, the file the IR's loc()s, the PTX's .file and the SASS name
+        named = {**base_meta, "file_names": file_names(path)}
         located = IrLinks(qualifier, prefix="cute")
+        ir_map = mlir_text.source_map(function.ir, path) if function.ir is not None else []
+        ptx_map = gpu_lines.ptx_source_map(function.ptx, path) if function.ptx is not None else []
         if function.ir is not None:
             bundle.add(f"cute.ir:{qualifier}", f"CuTe IR {qualifier}", GROUP, "mlir", function.ir,
-                       source_map=mlir_text.source_map(function.ir, path),
-                       meta={**base_meta, **located.meta("ir", mlir_text.line_location_chains(function.ir),
+                       source_map=ir_map,
+                       meta={**named, **located.meta("ir", mlir_text.line_location_chains(function.ir),
                                                          "MLIR loc() attributes"),
                              "source": "CUTE_DSL_KEEP=ir-debug: the module as traced, before any pass"})
         if function.ir_clean is not None:
@@ -70,8 +80,8 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
         sass = ""
         if function.ptx is not None:
             bundle.add(f"cute.ptx:{qualifier}", f"PTX {qualifier}", GROUP, "ptx", function.ptx,
-                       source_map=gpu_lines.ptx_source_map(function.ptx, path),
-                       meta={**base_meta, **located.meta("ptx", gpu_lines.ptx_location_chains(function.ptx),
+                       source_map=ptx_map,
+                       meta={**named, **located.meta("ptx", gpu_lines.ptx_location_chains(function.ptx),
                                                          ".loc directives"),
                              "ptx_target": _first(r"^\.target\s+(\S+)", function.ptx),
                              "ptx_version": _first(r"^\.version\s+(\S+)", function.ptx)})
@@ -80,7 +90,7 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
             sass = disassemble_sass(function.cubin, workdir)
             bundle.add(f"cute.sass:{qualifier}", f"SASS {qualifier}", GROUP, "sass", sass,
                        source_map=gpu_lines.sass_source_map(sass, path),
-                       meta={**base_meta, **located.meta("sass", gpu_lines.sass_location_chains(sass, path),
+                       meta={**named, **located.meta("sass", gpu_lines.sass_location_chains(sass, path),
                                                          "nvdisasm --print-line-info (file and line, no column)"),
                              "tool": "nvdisasm --print-line-info --print-code (Triton's bundled copy)"})
             usage = cubin_resource_usage_by_function(function.cubin, workdir)
@@ -89,6 +99,8 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
             row = nvidia_row(f"{qualifier}/{short_name(kernel, 'kernel_cutlass_')}", f"cute.metadata:{qualifier}",
                              target.name, int(target.arch), target.warp_size, threads, usage.get(kernel, {}),
                              ptxas.get(kernel, {}), source=_SOURCE)
+            row.lines = kernel_lines(function.ir or "", ir_map, kernel) or sorted({line for _, line in ptx_map})
+            row.why_empty = dict(WHY_EMPTY)
             function_rows.append(row)
             kernels.append({"kernel": kernel, "threads_per_block": threads, "cubin_resource_usage": usage.get(kernel),
                             "ptxas": ptxas.get(kernel), "registers": row.registers,
@@ -105,6 +117,27 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
                source_map=[], meta={"count": len(launches), **target_info,
                                     "note": "on a virtual target each call is compiled and recorded, not run"
                                     if target_info["virtual"] else "each call ran on the worker's GPU"})
+
+
+def file_names(path: str) -> list[dict[str, str]]:
+    """Stage meta `file_names`: the file CuTe's locations name is the user's program (as Triton's
+    kernel stages say it, compiler/kernels/program.py)."""
+    name = os.path.basename(path)
+    return [{"path": path, "file": name, "name": USERS_FILE_NAME, "about": USERS_FILE_ABOUT.format(file=name)}]
+
+
+def kernel_lines(ir: str, ir_map: list[list[int]], kernel: str) -> list[int]:
+    """The user's lines of one kernel: those the IR's source map links from the kernel's op
+    (`cuda.kernel @<kernel>(...) {` to its closing brace at the same indent); every line of the
+    module when the kernel's op is not found, none without an IR."""
+    text = ir.split("\n")
+    start = next((n for n, line in enumerate(text, start=1) if f"@{kernel}(" in line), None)
+    if start is None:
+        return sorted({line for _, line in ir_map})
+    indent = len(text[start - 1]) - len(text[start - 1].lstrip())
+    end = next((n for n, line in enumerate(text[start:], start=start + 1)
+                if line.startswith(" " * indent + "}")), len(text))
+    return sorted({line for number, line in ir_map if start <= number <= end})
 
 
 def _first(pattern: str, text: str) -> str | None:

@@ -338,6 +338,9 @@ class KernelResource(Record):
     # Inductor's scheduler estimate of the bytes the kernel reads and writes (an estimate, not a
     # measurement: compiler/pytorch/estimates.kernel_bytes); None for kernels Inductor did not schedule
     estimated_bytes: int | None = None
+    # why a cell this row leaves empty is empty, by column ("stages", "config", ...): the hover of its dash
+    # (a CuTe kernel has no software-pipelining stages and no autotune config)
+    why_empty: dict[str, str] = {}
 
 
 class KernelResources(Record):

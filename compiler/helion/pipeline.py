@@ -154,6 +154,16 @@ class HelionPipeline(TritonProgramPipeline):
                          "stage": f"helion.triton_code:{q}", "stage_title": f"Triton code {q}"}]
         return super()._file_names(record, path)  # a plain Triton kernel of the program
 
+    def _complete_row(self, record: Any, row: Any) -> None:
+        """A kernel Helion generated: its row's config is the Helion config it was compiled with, in
+        short (block sizes, warps, ...: `helion.config:<q>` has the whole), before Triton's constexprs."""
+        compiled = next((c for c, _ in self._qualifiers() if c.module_file == record.source_file), None)
+        if compiled is None:
+            return
+        row.config = {**short_config(compiled.config), **row.config}
+        if not row.config:
+            row.why_empty = {**row.why_empty, "config": "Helion compiled the kernel with an empty config"}
+
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         from compiler.helion.kernels import space_table
         modules = self._modules(path)
@@ -173,3 +183,19 @@ class HelionPipeline(TritonProgramPipeline):
                        source_map=[[line, user] for line, user in sorted(lines.items())],
                        meta={**meta, "note": "the Triton module Helion generated and Triton compiled; its "
                                              "# src[file:line] comments, Helion's own, link it to your lines"})
+
+
+# the keys of a Helion config a resource row shows (the rest: `helion.config:<q>`), in this order
+_SHORT_KEYS = ("block_sizes", "reduction_loops", "num_warps", "num_stages", "pid_type")
+
+
+def short_config(config: dict[str, Any]) -> dict[str, int | float | str | bool]:
+    """A Helion config in short for a resource row: its block sizes, warps, stages and program-id
+    layout (`block_sizes="[1, 512]"`: a list as Python writes it), empty lists left out."""
+    out: dict[str, int | float | str | bool] = {}
+    for key in _SHORT_KEYS:
+        value = config.get(key)
+        if value is None or value == []:
+            continue
+        out[key] = value if isinstance(value, (int, float, str, bool)) else str(value)
+    return out

@@ -260,6 +260,10 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         return [{"path": path, "file": os.path.basename(path), "name": USERS_FILE_NAME,
                  "about": USERS_FILE_ABOUT.format(file=os.path.basename(path))}]
 
+    def _complete_row(self, record: Any, row: Any) -> None:
+        """What the language knows of a kernel's resource row that Triton's metadata does not say
+        (Helion: the config it chose)."""
+
     def _write_language_stages(self, bundle: Bundle, path: str) -> None:
         """The language's own stages, before its kernels'."""
 
@@ -300,6 +304,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
                                             file_names=self._file_names(record, path),
                                             extra_meta={"virtual": target_info["virtual"],
                                                         "executed": not target_info["virtual"]}))
+            self._complete_row(record, rows[-1])
         write_resource_table(bundle, rows, self.kernel_group)
         launches = []
         for launch in recorder.launches:

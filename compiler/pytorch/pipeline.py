@@ -287,6 +287,7 @@ def _run_program(options: dict[str, Any], ctx: JobContext, path: str, toolchain:
     _, error = run_as_main(path, sink, lambda e: user_error(e, path, ctx.settings, _error_kind(e)))
     seconds = time.perf_counter() - started
     entries, _ = _finish_trace(bundle, stream, sink.getvalue(), logs, scheduler_estimates)
+    stream.stages.write_host_kernel_table()  # every compile's kernels, as the conventions' job has
     _record_compile_timings(bundle, entries, toolchain, {"program_s": seconds})
     _end_program(bundle, entries, error, path)
 

@@ -263,7 +263,7 @@ class TraceStages:
                 for kernel, lines in torch_source_map.kernel_user_lines(entry.payload, pairs).items():
                     self.kernel_lines.setdefault(kernel, set()).update(lines)
             self.code_kernels += _write_kernel_stages(self.bundle, entry.payload, pairs if self.link_lines else [],
-                                                      ".backward" if suffix == ".backward" else "")
+                                                      ".backward" if suffix == ".backward" else "", cid)
 
     def write_host_kernel_table(self) -> None:
         """`kernels.resources` for Inductor's kernels that run on the host CPU (its C++ kernels): one
@@ -395,10 +395,12 @@ def _write_log_stages(bundle: Bundle, texts: dict[tuple[str, str], str], trace_i
                 bundle.add(f"{key}:{cid}", f"{title} [{cid}]", group, "text", text, source_map=pairs, meta=meta)
 
 
-def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str) -> list[tuple[str, str, str]]:
+def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suffix: str,
+                         cid: str) -> list[tuple[str, str, str]]:
     """One `kernel:<name>` stage per kernel defined in an output code, its lines' sources kept
-    (`suffix` ".backward" for a backward graph's kernels, whose names may repeat the forward's);
-    the (key, title, name) of each written."""
+    (`suffix` ".backward" for a backward graph's kernels, whose names may repeat the forward's; a
+    recompile's kernel named as an earlier compile's, Inductor's names restarting per graph, is
+    `kernel:<name>:<compile id>`); the (key, title, name) of each written."""
     written = []
     for name, (first, last) in torch_source_map.kernel_blocks(code).items():
         lines = code.split("\n")[first:last - 1]  # the kernel's own source, without the Python around it
@@ -406,8 +408,10 @@ def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suff
         fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
         kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
         key, title = f"kernel:{name}", name
-        if bundle.has(key):  # a backward kernel named as a forward one: its key and title say which
+        if bundle.has(key) and suffix:  # a backward kernel named as a forward one: its key and title say which
             key, title = key + suffix, name + (" (backward)" if suffix == ".backward" else suffix)
+        if bundle.has(key):  # another compile's kernel of the same name (a recompile's, another frame's)
+            key, title = f"kernel:{name}:{cid}{suffix}", f"{title} [{cid}]"
         if not bundle.has(key):
             bundle.add(key, title, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
             written.append((key, title, name))
