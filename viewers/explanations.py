@@ -8,7 +8,8 @@ EXPLANATIONS: dict[str, str] = {
     "run.stdout": "What the program printed while it was defined and run, in order.",
     "worker.log": "What the sandboxed worker process wrote to stdout and stderr: compiler warnings, log lines "
                   "and, when a job dies, its last words.",
-    "dynamo.fx_graph": "TorchDynamo rewrote the Python bytecode of your forward and recorded every tensor "
+    "dynamo.fx_graph": "TorchDynamo rewrote the Python bytecode of the compiled function (a model's forward, or "
+                       "the function torch.compile wrapped) and recorded every tensor "
                        "operation into an FX graph: this is it, as readable Python. Each node is one call; "
                        "what Dynamo could not trace caused a graph break instead of appearing here.",
     "dynamo.bytecode": "The frame's original bytecode and the bytecode Dynamo generated to replace it: the new "
