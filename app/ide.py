@@ -157,9 +157,8 @@ def stage_to_open(job: Job) -> str:
     else the first stage."""
     if not job.finished:
         return ""
-    beside = stage_beside_error(job.stages) if job.status == "failed" else ""
-    if beside or (job.status == "failed" and _readable(job.stages)):
-        return beside
+    if job.status == "failed" and _readable(job.stages):
+        return stage_beside_error(job.stages)
     written = [s for group in _grouped(job.stages).values() for s in group if has_text(s) and s.key != "source"]
     for kind in _OPENS_FIRST:
         found = next((s for s in written if s.key == kind or s.key.startswith(kind + ":")), None)

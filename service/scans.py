@@ -206,9 +206,7 @@ class Scans:
         if not ordered:
             raise RequestError(f"no installed toolchain can run this {base.language} job: "
                                + "; ".join(f"{e['toolchain']}: {e['why']}" for e in left_out))
-        requests = [self.jobs.parse({"language": base.language, "source": base.source,
-                                     "options": dict(base.options, **{TOOLCHAIN_OPTION: chain.name})})
-                    for chain in ordered]
+        requests = self._on_each(base, [chain.name for chain in ordered])
         digest = hashlib.sha256(json.dumps(["scan", spec.to_json(), [(chain.name, r.digest()) for chain, r
                                                                       in zip(ordered, requests)]]).encode()).hexdigest()
         scan_id = short_id(digest, 10)
@@ -235,6 +233,11 @@ class Scans:
             self.store.create_scan(scan) if known is None else self.store.set_scan_jobs(scan_id, jobs)
             self._note_waiting(scan)
         return scan, [s for s in submitted if s is not None]
+
+    def _on_each(self, request: Any, toolchains: list[str]) -> list:
+        """`request` (its language, source and options) on each of `toolchains`: a scan's requests."""
+        return [self.jobs.parse({"language": request.language, "source": request.source,
+                                 "options": dict(request.options, **{TOOLCHAIN_OPTION: name})}) for name in toolchains]
 
     def _submit_what_fits(self, requests: list, jobs: list[tuple[str, str]], client: str,
                           refuse_first: bool) -> list[tuple[Job, bool] | None]:
@@ -283,9 +286,7 @@ class Scans:
             first = next((self.store.get_job(j) for _, j in scan.jobs if j), None)
             if first is None:
                 return
-            requests = [self.jobs.parse({"language": first.request.language, "source": first.request.source,
-                                         "options": dict(first.request.options, **{TOOLCHAIN_OPTION: name})})
-                        for name, _ in scan.jobs]
+            requests = self._on_each(first.request, [name for name, _ in scan.jobs])
             jobs = list(scan.jobs)
             try:
                 self._submit_what_fits(requests, jobs, scan.client, refuse_first=False)

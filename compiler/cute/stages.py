@@ -3,7 +3,6 @@ compiled `@cute.jit` function, `cute.launches`, and the job's `kernels.resources
 kernel: a function's cubin holds every kernel it launches)."""
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -17,7 +16,7 @@ from compiler.kernels.nvidia_tools import (
     disassemble_sass,
     parse_ptxas_log_by_function,
 )
-from compiler.kernels.program import USERS_FILE_ABOUT, USERS_FILE_NAME
+from compiler.kernels.program import users_file_names
 from compiler.kernels.resources import NVIDIA_SOURCE, nvidia_row, ptx_entries, write_resource_table
 from compiler.kernels.stages import IrLinks
 from compiler.pipeline import Bundle
@@ -63,7 +62,7 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
         base_meta = {"function": function.name, "target": target.name, "cute_arch": target_info.get("cute_arch"),
                      "virtual": target_info["virtual"]}
         # the job's copy of the editor's text, the file the IR's loc()s, the PTX's .file and the SASS name
-        named = {**base_meta, "file_names": file_names(path)}
+        named = {**base_meta, "file_names": users_file_names(path)}
         located = IrLinks(qualifier, prefix="cute")
         ir_map = mlir_text.source_map(function.ir, path) if function.ir is not None else []
         ptx_map = gpu_lines.ptx_source_map(function.ptx, path) if function.ptx is not None else []
@@ -117,13 +116,6 @@ def write_function_stages(bundle: Bundle, compiled: list[CompiledFunction], laun
                source_map=[], meta={"count": len(launches), **target_info,
                                     "note": "on a virtual target each call is compiled and recorded, not run"
                                     if target_info["virtual"] else "each call ran on the worker's GPU"})
-
-
-def file_names(path: str) -> list[dict[str, str]]:
-    """Stage meta `file_names`: the file CuTe's locations name is the user's program (as Triton's
-    kernel stages say it, compiler/kernels/program.py)."""
-    name = os.path.basename(path)
-    return [{"path": path, "file": name, "name": USERS_FILE_NAME, "about": USERS_FILE_ABOUT.format(file=name)}]
 
 
 def kernel_lines(ir: str, ir_map: list[list[int]], kernel: str) -> list[int]:

@@ -48,6 +48,13 @@ PREWARM_MODULES = ("torch", "torch._subclasses.fake_tensor", "triton", "triton.l
                    "compiler.kernels.capture", "compiler.kernels.stages", "compiler.kernels.launches")
 
 
+def users_file_names(path: str) -> list[dict[str, str]]:
+    """Stage meta `file_names` saying that `path`, the job's copy of the editor's text, which the
+    compiler's locations name, is the user's source (shown beside the stage, `about` folded)."""
+    name = os.path.basename(path)
+    return [{"path": path, "file": name, "name": USERS_FILE_NAME, "about": USERS_FILE_ABOUT.format(file=name)}]
+
+
 def target_help() -> str:
     return ("GPU to compile for. auto: this worker's CUDA device if it has one, else cuda:sm_90. "
             "A target this worker does not have is virtual: kernels are compiled, nothing runs.")
@@ -257,8 +264,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         generated file says what that file is instead."""
         if record.source_file != path:
             return []
-        return [{"path": path, "file": os.path.basename(path), "name": USERS_FILE_NAME,
-                 "about": USERS_FILE_ABOUT.format(file=os.path.basename(path))}]
+        return users_file_names(path)
 
     def _complete_row(self, record: Any, row: Any) -> None:
         """What the language knows of a kernel's resource row that Triton's metadata does not say

@@ -150,6 +150,12 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
 
 # JAX's dump of each module it hands XLA to compile (jax/_src/compiler.py: the "compile" stage).
 _COMPILE_DUMP = re.compile(r"^jax_ir(\d+)_(.+)_compile\.mlir$")
+PROGRAM_RUNNING = "running your program; every jax.jit compile it makes is dumped"
+
+
+def _is_option_error(message: str) -> bool:
+    """Whether XLA refused a compile for an option the user set (xla_options), not for the module."""
+    return "No such compile option" in message or "is not a valid" in message
 
 
 def _program_functions(path: str) -> dict[str, tuple[int, int, int]]:
@@ -242,13 +248,13 @@ class _ProgramCompiles:
                 exe = real_compile(backend, module, executable_devices, options, host_callbacks)
             except Exception as e:
                 _stop_trace(session)
-                if "No such compile option" in str(e) or "is not a valid" in str(e):
+                if _is_option_error(str(e)):
                     self.option_error = self.option_error or str(e)
                 raise  # the program's own compile failed: its exception is the program's
             compile_ms = (time.perf_counter() - t0) * 1e3
             self.captured[order] = {"exe": exe, "devices": list(executable_devices), "backend": backend,
                                     "compile_ms": compile_ms, "trace": _stop_trace(session)}
-            phase("running your program; every jax.jit compile it makes is dumped")
+            phase(PROGRAM_RUNNING)
             return exe
 
         mlir.dump_module_to_file = dump_module_to_file
@@ -284,7 +290,7 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
         jax.config.update("jax_enable_compilation_cache", False)
     jax.config.update("jax_dump_ir_modes", "stablehlo")
     jax.config.update("jax_dump_ir_to", dump)
-    phase("running your program; every jax.jit compile it makes is dumped")
+    phase(PROGRAM_RUNNING)
     sink = user_code.CappedText(settings.output_bytes)
     t0 = time.perf_counter()
     if capture is None:
@@ -434,7 +440,7 @@ def compile_module(job: dict[str, Any], lowered: dict[str, Any]):
     except Exception as e:  # noqa: BLE001 - XLA reports every compile failure as one exception type
         _stop_trace(session)
         message = str(e)
-        if "No such compile option" in message or "is not a valid" in message:
+        if _is_option_error(message):
             raise ChildError(ErrorKind.OptionError, message) from None
         # The pipeline finds the line and the kind, as its input language reads XLA's message.
         raise ChildError(ErrorKind.CompileError, message, None, at="compile") from None
