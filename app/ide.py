@@ -151,13 +151,12 @@ def stage_to_open(job: Job) -> str:
     """The one rule for the stage a job's page opens by itself, decided once the job has ended
     ("" while it runs), so a run watched live and its repeat answered from the store (or its
     permalink) open the same one: a failed job's stage beside its error, none where there is none
-    but the job wrote something to read (its source, its worker's log: stage_beside_error), its
-    empty output where it wrote nothing else (_offered); else the first of _OPENS_FIRST the job
-    wrote, in the stage bar's order; else the first other stage with text (the worker's log last);
-    else the first stage."""
+    (stage_beside_error: never its source, its worker's log or an empty output); a job that ended
+    done: the first of _OPENS_FIRST it wrote, in the stage bar's order; else the first other stage
+    with text (the worker's log last); else its empty output (_offered)."""
     if not job.finished:
         return ""
-    if job.status == "failed" and _readable(job.stages):
+    if job.status == "failed":  # never an empty stage beside the error: the error is what there is to read
         return stage_beside_error(job.stages)
     written = [s for group in _grouped(job.stages).values() for s in group if has_text(s) and s.key != "source"]
     for kind in _OPENS_FIRST:

@@ -559,8 +559,9 @@
     foldChips();
   }
   function foldChips() {
-    // The bar keeps the rows it has without chips (one at 1500 px, two at 800 px): the chips that do
-    // not fit are folded, from the last, into one "+N changed" chip that opens the menu too.
+    // The bar keeps the rows it has without chips (one at 1500 px), or one row more in a narrow
+    // window, where the chips have a row of their own (ide.css): the chips that do not fit are
+    // folded, from the last, into one "+N changed" chip that opens the menu too.
     var bar = chips.closest(".topbar"), all = Array.prototype.slice.call(chips.querySelectorAll(".chip[data-field]"));
     var more = chips.querySelector(".chip.more");
     if (more) { more.remove(); }
@@ -569,6 +570,7 @@
     chips.hidden = true;
     var room = bar.getBoundingClientRect().height;
     chips.hidden = false;
+    if (window.matchMedia("(max-width: 900px)").matches) { room += all[0].getBoundingClientRect().height + 6; }
     if (bar.getBoundingClientRect().height <= room + 1) { return; }
     more = document.createElement("button");
     more.type = "button"; more.className = "chip more";
@@ -656,8 +658,11 @@
       if (covers[i].contains(e.target)) { return; }
       if (covers[i].offsetParent !== null) { bottom = Math.max(bottom, covers[i].getBoundingClientRect().bottom); }
     }
+    // a stage's pane taller than the window is scrolled to its top (its focus ring's top edge) only
+    // when the keyboard focused it, not when a click in its text did
     var box = e.target.getBoundingClientRect();
-    if (box.top < bottom + 2 && box.height < pane.clientHeight / 2) { pane.scrollTop -= bottom - box.top + 6; }
+    var tall = box.height >= pane.clientHeight / 2;
+    if (box.top < bottom + 2 && (!tall || e.target.matches(":focus-visible"))) { pane.scrollTop -= bottom - box.top + 6; }
   });
 
   // htmx wires the page's elements on DOMContentLoaded (its listener was added first, in <head>);

@@ -189,6 +189,10 @@ def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged():
     assert "Accuracy" not in empty
     nothing = timings.render({"run": {"compiled_ms": 1.0, "accuracy": {"vs_eager": {"compared": 0}}}})
     assert "nothing compared" in nothing
+    # a target's notes are sentences, read one after another (the fifth walk read "exists., Inputs")
+    notes = timings.render({"target": {"name": "cuda:sm_90", "notes": ["No kernel ran, so no timing exists.",
+                                                                        "Inputs are fake tensors."]}})
+    assert "No kernel ran, so no timing exists. Inputs are fake tensors." in notes and "., " not in notes
 
 
 def test_timings_say_what_each_figure_measures_and_a_difference_within_noise_is_no_verdict():
@@ -305,10 +309,11 @@ def test_a_failed_job_opens_what_the_compiler_made_and_never_the_source_beside_i
     assert stage_beside_error(stages(source)) == ""
     assert stage_beside_error(stages(("run.stdout", "Run", 0), log)) == ""
     assert stage_beside_error(stages(("run.stdout", "Run", 0))) == "" and stage_beside_error([]) == ""
-    # a failed job that wrote nothing to read at all opens its empty output, which says so (_offered)
+    # a failed job that wrote nothing to read at all opens nothing: its empty output beside the
+    # error was the first walk's complaint, and the fifth walk's (a Helion file that calls no kernel)
     empty = SimpleNamespace(finished=True, status="failed", stages=stages(("triton.launches", "Run", 2),
                                                                           ("run.stdout", "Run", 0)))
-    assert stage_to_open(empty) == "run.stdout"
+    assert stage_to_open(empty) == ""
     # a job that compiled opens its most useful stage as before, never the source
     done = SimpleNamespace(finished=True, status="done", stages=stages(source, ("dynamo.fx_graph:0/0", "Dynamo", 900)))
     assert stage_to_open(done) == "dynamo.fx_graph:0/0"

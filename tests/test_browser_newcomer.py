@@ -784,9 +784,11 @@ def test_the_top_bar_is_one_row_wide_and_two_narrow_with_every_control_whole(siz
 
 
 def test_many_changed_options_fold_into_one_chip_and_the_top_bar_keeps_its_rows(sized):
-    """Three options changed, one a long inductor_config: the bar stays one row at 1500 px and two at
-    800 px, every control whole; the chips that do not fit are one "+N changed" chip that opens the
-    menu, each hidden one named on its hover; a long value is cut, said whole on hover."""
+    """Three options changed, one a long inductor_config: the bar stays one row at 1500 px, every
+    control whole; the chips that do not fit are one "+N changed" chip that opens the menu, each
+    hidden one named on its hover; a long value is cut, said whole on hover. At 800 px the chips
+    have a row of their own under the bar's two, where all three are read by name (the fifth walk
+    found only "+2 changed" there)."""
     page, size = sized
     open_lesson(page, GRAPH_BREAK)
     page.click(".options-menu summary")
@@ -803,6 +805,12 @@ def test_many_changed_options_fold_into_one_chip_and_the_top_bar_keeps_its_rows(
     for n in range(chips.count()):  # no chip wider than its room: a long value is cut at its end
         assert chips.nth(n).bounding_box()["width"] <= 16 * 11 + 14
     more = page.locator("#option-chips .chip.more")
+    if size == "narrow":
+        assert chips.count() == 3 and not more.is_visible(), said
+        boxes = [chips.nth(n).bounding_box() for n in range(3)]
+        compile_button = page.locator("#compile").bounding_box()
+        assert len({round(b["y"]) for b in boxes}) == 1 and boxes[0]["y"] >= compile_button["y"] + \
+            compile_button["height"], (boxes, compile_button)  # one row, under the bar's two
     if more.count() and more.is_visible():
         assert re.fullmatch(r"\+\d+ changed", more.inner_text())
         more.click()

@@ -114,9 +114,11 @@ class Jobs:
         return [s["key"] for s in self.job(name)["stages"]]
 
     def text(self, name: str, key: str) -> str:
+        self.job(name)  # ended (a test run alone reads a job no earlier test waited for)
         return stage_text(self.client, self.ids[name], key)
 
     def stage(self, name: str, key: str) -> dict:
+        self.job(name)
         return self.client.get(f"/api/jobs/{self.ids[name]}/stages/{quote(key, safe='')}?format=json").get_json()
 
 
@@ -291,7 +293,8 @@ def test_jax_program_lists_every_jitted_function(jobs, name):
             assert f"{base}:{m['key']}" in keys, (base, m, keys)
         assert f"module @{m['module']} " in jobs.text(name, f"xla.stablehlo:{m['key']}")
         assert jobs.text(name, f"xla.optimized:{m['key']}").startswith(f"HloModule {m['module']},")
-        assert m["called"] and m["group"] == f"{m['module']} (line {m['called']})", m
+        group = f"{m['module']} (defined line {m['defined']}, called line {m['called']})"
+        assert m["called"] and m["group"] == group, m
     qualified = {k.split(":", 1)[1].split("/", 1)[0] for k in keys if k.startswith("xla.") and ":" in k}
     assert qualified == {m["key"] for m in mine}, qualified
 

@@ -355,6 +355,10 @@ def test_inductor_kernels_link_ptx_to_ttgir_without_a_user_line(results):
         linked = sum(1 for chains in lines.values()
                      if any(formats.chains_linked(c, t) for c in chains for t in ttgir.chains))
         assert len(lines) > 10 and linked >= 0.9 * len(lines), (q, linked, len(lines))
+        # and none of their lines links to the editor: their locations are lines of the generated
+        # file, which the page painted on the model's lines of the same numbers (the fifth walk)
+        for stage in ("source", "ttir", "ttgir", "llir", "ptx", "sass"):
+            assert stages[f"triton.{stage}:{q}"]["source_map"] == [], (stage, q)
 
 
 if __name__ == "__main__":

@@ -393,3 +393,27 @@ def test_inductors_generated_kernel_file_is_named_beside_its_stages():
     assert named["name"].startswith("the Triton code Inductor generated for kernel triton_poi_fused_sin_0")
     assert named["stage"] == "triton.source:triton_poi_fused_sin_0.0"
     assert _file_names(SimpleNamespace(source_file="", name="k"), "k.0") == []
+
+
+def test_a_kernel_named_past_the_stage_keys_room_keeps_valid_distinct_keys():
+    """Inductor names a kernel after up to ten of the ops it fused: a training graph's passed 200
+    characters and the job ended 'the key ... is not a stage key' after it compiled (the fifth
+    walk). The name is cut with a digest of the whole, the same for each of its configs."""
+    from types import SimpleNamespace
+
+    from compiler.formats import KERNEL_NAME_ROOM, kernel_of
+    from compiler.kernels.capture import qualifiers
+    from service.bundle_reader import KEY_RE
+    stem = ("triton_per_fused__log_softmax__log_softmax_backward_data_add_arange_gelu_gelu_backward_mul"
+            "_native_layer_norm")
+    long_a = stem + "_native_layer_norm_backward_nll_loss_backward_nll_loss_forward_pow_sum_mean_0"
+    long_b = stem + "_native_layer_norm_backward_tanh_tanh_backward_where_1"
+    assert len(long_a) > 180 and len(long_b) > KERNEL_NAME_ROOM
+    names = qualifiers([SimpleNamespace(name=n) for n in (long_a, long_a, long_b, "triton_poi_fused_sin_0")])
+    assert names[3] == "triton_poi_fused_sin_0"  # a name that fits is kept whole
+    assert kernel_of(names[0]) == kernel_of(names[1]) != kernel_of(names[2])  # one kernel's configs, another kernel
+    assert names[0].endswith(".0") and names[1].endswith(".1") and names[0].startswith(stem[:100])
+    for q in names:
+        assert len(kernel_of(q)) <= KERNEL_NAME_ROOM
+        for prefix in ("triton.metadata", "triton.source", "kernel"):
+            assert KEY_RE.match(f"{prefix}:{q}:1/2_1.backward"), q

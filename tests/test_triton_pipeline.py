@@ -273,6 +273,20 @@ if __name__ == "__main__":
     main()
 '''
 
+# A Helion kernel written and never called (the fifth walk's): Helion compiles on the first call.
+HELION_NOT_CALLED = '''import torch
+import helion
+import helion.language as hl
+
+
+@helion.kernel(config=helion.Config(block_sizes=[32, 32]))
+def scale_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a)
+    for tm, tn in hl.tile(a.size()):
+        out[tm, tn] = 2.0 * a[tm, tn] + b[tm, tn]
+    return out
+'''
+
 SOURCE_FILE = "kernels.py"
 
 
@@ -312,6 +326,7 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", HELION_REDUCTIONS, os.path.join(base, "helion_reductions")))
     plan.append(("cuda:sm_90", TUTORIAL_ADD, os.path.join(base, "tutorial_add")))
     plan.append(("cuda:sm_90", HELION_RUN_EXAMPLE, os.path.join(base, "helion_run_example")))
+    plan.append(("cuda:sm_90", HELION_NOT_CALLED, os.path.join(base, "helion_not_called")))
     return plan
 
 
@@ -336,7 +351,8 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     result = {t: Job(out) for t, _, out in plan[:len(TARGETS)]}
     directories = {os.path.basename(out): out for _, _, out in plan}
     for name in ("reads_values", "compile_error", "wgmma_on_sm80", "spills", "gluon", "gluon_layout_error", "helion",
-                 "helion_wrong_shapes", "helion_configs", "helion_reductions", "tutorial_add", "helion_run_example"):
+                 "helion_wrong_shapes", "helion_configs", "helion_reductions", "tutorial_add", "helion_run_example",
+                 "helion_not_called"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -718,6 +734,24 @@ def test_a_helion_kernel_refusing_its_inputs_names_the_kernels_line_and_the_call
     assert error["kind"] == "UserCodeError" and error["line"] == _line(source, "assert k == k2")
     assert error["message"] == (f"line {error['line']}: AssertionError: size mismatch 512 != 1024, in the code "
                                 f"Helion generated from it, called at line {_line(source, 'z = matmul(x, x)')}")
+
+
+def test_a_helion_file_that_calls_no_kernel_is_told_how_helion_compiles(jobs):
+    """Helion compiles a kernel when it is called: a file that only defines one is told so, not
+    Triton's kernel[grid] advice (the fifth walk), and its page opens nothing beside the error (its
+    output is empty: app/ide.py stage_to_open)."""
+    from types import SimpleNamespace
+
+    from app.ide import stage_to_open
+    job = jobs["helion_not_called"]
+    error = job.error
+    assert error["kind"] == "InputError" and error["line"] is None, error
+    assert error["message"].startswith("the program compiled no Helion kernel: Helion compiles a `@helion.kernel` "
+                                       "function when it is called"), error
+    assert "kernel[grid]" not in error["message"]
+    stages = [SimpleNamespace(key=k, group=s["group"], size=s["size"], format=s["format"])
+              for k, s in job.stages.items()]
+    assert stage_to_open(SimpleNamespace(finished=True, status="failed", stages=stages)) == ""
 
 
 def test_helion_configs_sampled_from_the_space_are_compiled_beside_the_chosen_one(jobs):

@@ -377,7 +377,7 @@ def test_a_jax_program_that_calls_jit_itself_runs_as_written(tmp_path):
     assert own["jit_row_norm"]["called"] == lines.index('    print("norms", jax.jit(jax.vmap(row_norm))(x).shape)') + 1
     assert own["jit_loss"]["called"] == lines.index("        grads = grad_fn(params, x, y)") + 1
     for key, m in own.items():
-        assert m["group"] == f"{key} (line {m['called']})" and not m.get("why"), m
+        assert m["group"] == f"{key} (defined line {m['defined']}, called line {m['called']})" and not m.get("why"), m
         for base in REQUIRED[1:]:  # xla.input is the job's
             stage = result.stages[f"{base}:{key}"]
             assert stage.group == m["group"] and stage.title.endswith(f"[{key}]"), stage

@@ -174,7 +174,10 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_fmt(v) for v in value) or "none"
+        said = [_fmt(v) for v in value]
+        if said and all(v.endswith(".") for v in said):  # sentences (a target's notes): read on, one after another
+            return " ".join(said)
+        return ", ".join(said) or "none"
     return str(value)
 
 

@@ -38,6 +38,7 @@ from compiler.formats.ir_links import (  # noqa: F401 - the package's names
     ir_locations,
 )
 from compiler.formats.schemas import (  # noqa: F401 - the package's names
+    KERNEL_NAME_ROOM,
     AsyncPair,
     Collective,
     CollectiveCall,
@@ -67,6 +68,7 @@ from compiler.formats.schemas import (  # noqa: F401 - the package's names
     ShardedInstruction,
     Tile,
     configs_under_kernels,
+    kernel_key_name,
     kernel_of,
 )
 from compiler.formats.svg import (  # noqa: F401 - the package's names

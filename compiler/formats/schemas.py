@@ -2,6 +2,8 @@
 write and decode to typed records on read (the table in compiler/formats/__init__.py names them)."""
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 
@@ -292,6 +294,20 @@ class Occupancy(Record, omit_defaults=True):
     limits_blocks: dict[str, int] = {}  # what each limit alone would allow, in blocks per SM
     waves_per_simd: int | None = None
     max_waves_per_simd: int | None = None
+
+
+# A stage key is 200 characters at most (service/bundle_reader.KEY_RE); a kernel's name leaves room
+# in it for the longest stage prefix (`triton.metadata:`), a config's `.<n>` and a compile id.
+KERNEL_NAME_ROOM = 150
+
+
+def kernel_key_name(name: str) -> str:
+    """A kernel's name as its stage keys carry it: whole when it fits KERNEL_NAME_ROOM, else its
+    first characters, `+` and a digest of the whole name (Inductor names a kernel after up to ten
+    of the ops it fused: a training graph's names pass 200 characters)."""
+    if len(name) <= KERNEL_NAME_ROOM:
+        return name
+    return name[:KERNEL_NAME_ROOM - 9] + "+" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
 def kernel_of(qualifier: str) -> str:

@@ -43,6 +43,8 @@ class GluonPipeline(TritonProgramPipeline):
     source_markers = ("@gluon.jit",)
     example = EXAMPLE
     kernel_group = "Gluon"
+    no_kernel = ("the program compiled no Gluon kernel: launch one with kernel[grid](...) on CUDA tensors or "
+                 "compile one with kernel.warmup(...)")
     options = (TARGET_OPTION,)
     prewarm_modules = (*PREWARM_MODULES, "triton.experimental.gluon",
                        "triton.experimental.gluon.language")

@@ -66,6 +66,8 @@ class HelionPipeline(TritonProgramPipeline):
     example = EXAMPLE
     prewarm_modules = (*PREWARM_MODULES, "helion", "helion.language", "compiler.helion.kernels")
     check_libraries = ("triton", "helion")  # run_example, Helion's do_bench (compiler/kernels/virtual_checks.py)
+    no_kernel = ("the program compiled no Helion kernel: Helion compiles a `@helion.kernel` function when it is "
+                 "called, so call it on CUDA tensors (for example under `if __name__ == \"__main__\":`)")
     options = (
         Option("target", "choice", "auto", "CUDA GPU to compile for. auto: this worker's CUDA device if it has one, "
                "else cuda:sm_90. A target this worker does not have is virtual: kernels are compiled, nothing runs, "

@@ -259,6 +259,7 @@ def _plain(value: Any) -> Any:
 def qualifiers(records: list[CompiledRecord], always_number: bool = False) -> list[str]:
     """Stage qualifiers: the kernel name, with `.<n>` when the kernel was compiled more than once
     (or always, for autotune configs); formats.kernel_of reads the name back."""
+    from compiler.formats import kernel_key_name
     totals: dict[str, int] = {}
     for r in records:
         totals[r.name] = totals.get(r.name, 0) + 1
@@ -267,5 +268,6 @@ def qualifiers(records: list[CompiledRecord], always_number: bool = False) -> li
     for r in records:
         n = seen.get(r.name, 0)
         seen[r.name] = n + 1
-        out.append(f"{r.name}.{n}" if always_number or totals[r.name] > 1 else r.name)
+        name = kernel_key_name(r.name)
+        out.append(f"{name}.{n}" if always_number or totals[r.name] > 1 else name)
     return out

@@ -78,6 +78,9 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
     # The stage bar's group of the kernels' stages and their resource table: the language the user wrote
     # them in (Gluon's under "Gluon", as CuTe's under "CuTe"); Helion's are the Triton it generated.
     kernel_group = "Triton"
+    # What a program that compiled no kernel is told (each language says how its kernels compile).
+    no_kernel = ("the program compiled no Triton kernel: launch one with kernel[grid](...) or compile one with "
+                 "kernel.warmup(...)")
     _launched: list[Any] = []  # the JITFunctions the failing run had reached (for compile errors)
     _capture: KernelCapture | None = None  # the run's capture (for ptxas's errors)
 
@@ -174,8 +177,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         if error is not None:
             raise error
         if not capture.ordered():
-            raise UserError(ErrorKind.InputError, "the program compiled no Triton kernel: launch one with "
-                                                  "kernel[grid](...) or compile one with kernel.warmup(...)", None)
+            raise UserError(ErrorKind.InputError, self.no_kernel, None)
         del namespace
 
     def _error(self, exc: BaseException, path: str, execute: bool, ctx: JobContext) -> UserError:

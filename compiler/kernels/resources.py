@@ -56,8 +56,9 @@ def nvidia_row(kernel: str, stage: str, target: str, arch: int, warp_size: int, 
 
 
 def write_resource_table(bundle: Bundle, rows: list[formats.KernelResource], group: str, note: str = "",
-                         title: str = "Kernel resources", explained_as: str = "") -> None:
-    """`kernels.resources`: one row per compiled kernel (each config its own), spilling ones flagged."""
+                         title: str = "All kernels", explained_as: str = "") -> None:
+    """`kernels.resources`, "All kernels": one row per compiled kernel (each config its own), spilling
+    ones flagged; titled for the whole group, not one kernel of its picker."""
     if not rows:
         return
     meta = {"count": len(rows), "spilling": [r.kernel for r in rows if r.spills]}

@@ -16,11 +16,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from compiler.formats import kernel_key_name, kernel_of
 from compiler.pipeline import Bundle, OptionError
 from compiler.targets import GpuTarget, describe_target, get_target
 
-SOURCE_MAP_NOTE = ("source maps point into the kernel's generated source (triton.source): Inductor's kernels "
-                   "carry no line of the model's file")
+SOURCE_MAP_NOTE = ("no line here links to the editor: Inductor's kernels carry no line of the model's file (their IR's "
+                   "locations name the generated source, triton.source); the Kernels table gives each kernel's lines "
+                   "of the model")
 
 
 def virtual_target(name: str, options: dict[str, Any]) -> GpuTarget:
@@ -150,7 +152,7 @@ class KernelStages:
         n = self._compiles.get(record.name, 0)
         self._compiles[record.name] = n + 1
         sass = self._disassembler.submit(self._disassemble, record)
-        self._writer.submit(self._write, record, f"{record.name}.{n}", sass)
+        self._writer.submit(self._write, record, f"{kernel_key_name(record.name)}.{n}", sass)
 
     def _disassemble(self, record: Any) -> str | None:
         from compiler.kernels.nvidia_tools import disassemble_sass
@@ -164,10 +166,12 @@ class KernelStages:
         try:
             source = _read(record.source_file)
             self._files[qualifier] = record.source_file or ""
+            # the locations name lines of the generated file, none of the editor's: no stage maps
+            # into the editor (the IR links between the kernel's stages still follow them)
             self.rows.append(write_stages(self.bundle, record, qualifier, self.workdir, record.source_file,
                                           python_source=(source, 1) if source else None,
+                                          map_to_user=lambda line: None,
                                           extra_meta={"virtual": True, "executed": False, "device": self.gpu.product,
-                                                      "source_map_into": f"triton.source:{qualifier}",
                                                       "note": SOURCE_MAP_NOTE},
                                           group="Kernels", disassembly=sass.result,
                                           file_names=_file_names(record, qualifier) if source else None))
@@ -182,19 +186,21 @@ class KernelStages:
         `lines`, since a kernel's own stages map only into its generated file. `estimated_bytes`:
         Inductor's scheduler estimate of the bytes each kernel reads and writes, by the kernel's
         name (estimates.kernel_bytes): each of its configs' rows' `estimated_bytes`."""
-        from compiler.formats import kernel_of
         from compiler.kernels.resources import write_resource_table
         self.bundle.progress("writing the last kernels' stages")
         self._writer.shutdown(wait=True)
         self._disassembler.shutdown(wait=True)
         if self._failure is not None:
             raise self._failure
-        for row in self.rows if kernel_lines else ():
-            if not row.lines:
-                found = kernel_lines.get(self._files.get(row.kernel, "")) or kernel_lines.get(kernel_of(row.kernel))
+        # a row names its kernel as its stage keys do (kernel_key_name: a long name is cut)
+        lines_by_name = {kernel_key_name(k): v for k, v in (kernel_lines or {}).items()}
+        bytes_by_name = {kernel_key_name(k): v for k, v in (estimated_bytes or {}).items()}
+        for row in self.rows:
+            if not row.lines and kernel_lines:
+                found = kernel_lines.get(self._files.get(row.kernel, "")) or lines_by_name.get(kernel_of(row.kernel))
                 row.lines = sorted(found or ())
-        for row in self.rows if estimated_bytes else ():
-            row.estimated_bytes = estimated_bytes.get(kernel_of(row.kernel))
+            if estimated_bytes:
+                row.estimated_bytes = bytes_by_name.get(kernel_of(row.kernel))
         write_resource_table(self.bundle, self.rows, "Kernels",
                              note="every autotune config Inductor compiled is a row of its own")
 

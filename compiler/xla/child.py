@@ -268,10 +268,11 @@ class _ProgramCompiles:
 def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, Any]:
     """A program that calls jax.jit itself (it defines neither `fn` nor `example_args`): run as
     `python file.py` runs it, with JAX dumping every module it hands XLA to compile
-    (jax_dump_ir_to). Every module is listed; each of the program's own (up to the program_modules setting)
-    is keyed and grouped by its function and the line that called it. On the CPU target each is
-    captured from the program's own compile (_ProgramCompiles: `captured`, by JAX's dump number);
-    for a GPU target its StableHLO is kept for irscope to compile for the target."""
+    (jax_dump_ir_to). Every module is listed; each of the program's own (up to the program_modules
+    setting) is keyed and grouped by its function, the line that defines it and the line that
+    called it. On the CPU target each is captured from the program's own compile
+    (_ProgramCompiles: `captured`, by JAX's dump number); for a GPU target its StableHLO is kept
+    for irscope to compile for the target."""
     import jax
 
     from compiler import user_code
@@ -330,7 +331,8 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
             called = call_site(texts[name], path, first, last) if line else None
             row.update(key=re.sub(r"[^\w.\-]", "_", module) + (f".{k}" if repeats[module] > 1 else ""),
                        function=function, defined=line, called=called,
-                       group=module + (f" (line {called})" if called else ""))
+                       group=module + (f" (defined line {line}, called line {called})" if called
+                                       else f" (defined line {line})"))
             # the CPU target: the ones captured from the program's compiles; a GPU target: the first few
             if (n in capture.captured) if capture is not None else lowered < limit:
                 row["mlir"], lowered = texts[name], lowered + 1

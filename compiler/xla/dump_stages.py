@@ -25,7 +25,7 @@ class ModuleStages:
     job, an imported dump) keeps the plain keys: `xla.optimized`, `xla.pass:<seq>...`. Each module
     of a JAX program is keyed like a kernel's stages (`triton.ptx:<kernel>`): `xla.optimized:jit_f`,
     `xla.pass:jit_f/<seq>...`, titled `[jit_f]` as PyTorch titles a compile's `[0/0]`, all in one
-    group named after the function and the line that called it."""
+    group named after the function, the line that defines it and the line that called it."""
 
     bundle: Bundle
     module: str = ""  # "" for the job's only module

@@ -728,7 +728,8 @@ def _program_stages(bundle: Bundle, modules: list[dict[str, Any]], printed: str,
             f"of the program's own jitted functions, in the order JAX compiled them, "
             + ("each as the program compiled it (with XLA's dump on), " if on_cpu
                else "each compiled again by irscope for the target, ")
-            + f"its stages in a group named after it and the line that called it; {others} operation"
+            + "its stages in a group named after it, the line that defines it and the line that called it; "
+            f"{others} operation"
             f"{'s' if others != 1 else ''} it ran eagerly.\n\n" + "\n".join(rows) + "\n")
     if eager:
         text += ("\nRun eagerly (JAX compiles each operation run outside jax.jit; no stages): "
