@@ -187,6 +187,12 @@ def _compile_id_help(title: str) -> str:
     return compile_ids.explain(title)
 
 
+@bp.app_template_filter("compile_figure_help")
+def _compile_figure_help(label: str) -> str:
+    """What a compile figure of the job bar's timing line measures, for hover text."""
+    return timings_viewer.compile_figure_help(label)
+
+
 _SENTENCE_END = re.compile(r"(?<=[.:;])\s+(?=[A-Z(`'\"])")
 
 

@@ -13,6 +13,19 @@ import json
 from compiler import python_ast
 from compiler.model import Request
 
+# The user's file run as irscope runs a program that follows its language's convention (`model`,
+# `fn`): as the module __irscope_user__, not as __main__, kept in sys.modules
+# (compiler/user_code.run_as_module). Sets `namespace`; needs SOURCE_PATH.
+RUN_AS_MODULE = '''import importlib.util  # noqa: E402
+
+# as irscope runs it: the module __irscope_user__, not __main__, kept in sys.modules (Dynamo imports
+# it by name to read the globals of a function it inlines)
+spec = importlib.util.spec_from_file_location("__irscope_user__", SOURCE_PATH)
+user_module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = user_module
+spec.loader.exec_module(user_module)
+namespace = vars(user_module)'''
+
 
 def python_literal(text: str) -> str:
     """`text` as a Python string literal that reads back exactly: a raw triple-quoted block (the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import errno
+import importlib.util
 import io
 import os
 import re
@@ -122,10 +123,13 @@ def user_line(exc: BaseException, path: str) -> int | None:
     return mentioned[-1] if mentioned else None
 
 
+# How Python's own runners name their frames: runpy (a program run as __main__) and importlib
+# (one run as a module: run_as_module).
+RUNNER_FRAMES = ("<frozen runpy>", "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
 # irscope's own code, as a traceback names it: the job process and the pipelines (compiler/), and
-# runpy, through which irscope runs the user's file.
+# the runners through which irscope runs the user's file.
 _IRSCOPE_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "compiler" + os.sep,
-                 "<frozen runpy>")
+                 *RUNNER_FRAMES)
 _FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line \d+, in ')
 
 
@@ -293,13 +297,32 @@ def raised_in_irscope(exc: BaseException) -> str | None:
     return f"{frames[-1].name} ({relative}, line {frames[-1].lineno})"
 
 
+# The module a program that follows a language's convention (`model`, `fn`) runs as: not as
+# __main__ (its main() guard is not taken), kept in sys.modules (run_as_module).
+USER_MODULE = "__irscope_user__"
+
+
+def run_as_module(path: str, name: str = USER_MODULE) -> dict[str, Any]:
+    """Run the file as the module `name`, which stays in sys.modules after it ran (Python's recipe for
+    importing a source file directly); its globals. Dynamo reads the globals of a function it
+    inlines from a frame of another module by importing that function's module by name (the
+    forward of the user's module inside an nn.Sequential): runpy.run_path takes its module out of
+    sys.modules when the file has run, and that import failed ("No module named
+    '__irscope_user__'")."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
 def run_user_file(path: str, limits: JobSettings) -> tuple[dict[str, Any], str]:
-    """Execute the file as `__main__`-less module code; return its namespace and what it printed
-    (up to `limits.output_bytes` characters)."""
+    """Execute the file as `__main__`-less module code (run_as_module); return its namespace and
+    what it printed (up to `limits.output_bytes` characters)."""
     sink = CappedText(limits.output_bytes)
     try:
         with captured_stdout(sink):
-            namespace = runpy.run_path(path, run_name="__irscope_user__")
+            namespace = run_as_module(path)
     except SystemExit as e:
         raise UserError(ErrorKind.UserCodeError, f"the program called exit({e.code}) before defining its model",
                         None) from None

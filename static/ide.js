@@ -227,6 +227,9 @@
       var isActive = item.matches(".stage-select") ? hasKey(item, activeKey) : item.dataset.key === activeKey;
       if (item.matches(".stage-select")) {
         if (!isActive || item.value !== activeKey) { item.value = isActive ? activeKey : ""; }
+        // the list says on hover what the stage it shows is (a compile id's frame, compile, attempt)
+        var shown = item.options[item.selectedIndex];
+        item.title = shown && shown.value ? (shown.title || shown.textContent) : item.getAttribute("aria-label");
       } else {
         item.setAttribute("aria-selected", isActive ? "true" : "false");
       }
@@ -559,18 +562,22 @@
     foldChips();
   }
   function foldChips() {
-    // The bar keeps the rows it has without chips (one at 1500 px), or one row more in a narrow
-    // window, where the chips have a row of their own (ide.css): the chips that do not fit are
-    // folded, from the last, into one "+N changed" chip that opens the menu too.
+    // The chips go beside the options where the bar keeps the rows it has without them (one at
+    // 1500 px, two at 800 px); else they take one row of their own under the bar's (ide.css
+    // .own-row), and the chips that do not fit there are folded, from the last, into one
+    // "+N changed" chip that opens the menu too.
     var bar = chips.closest(".topbar"), all = Array.prototype.slice.call(chips.querySelectorAll(".chip[data-field]"));
     var more = chips.querySelector(".chip.more");
     if (more) { more.remove(); }
     all.forEach(function (c) { c.hidden = false; });
     if (!all.length || !bar || bar.hidden) { return; }
+    chips.classList.remove("own-row");
     chips.hidden = true;
     var room = bar.getBoundingClientRect().height;
     chips.hidden = false;
-    if (window.matchMedia("(max-width: 900px)").matches) { room += all[0].getBoundingClientRect().height + 6; }
+    if (bar.getBoundingClientRect().height <= room + 1) { return; }
+    chips.classList.add("own-row");
+    room += all[0].getBoundingClientRect().height + (parseFloat(getComputedStyle(bar).rowGap) || 0);
     if (bar.getBoundingClientRect().height <= room + 1) { return; }
     more = document.createElement("button");
     more.type = "button"; more.className = "chip more";

@@ -2,6 +2,7 @@
 sandboxed worker, no torch import)."""
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 from tests.conftest import compile_and_wait, stage_text, wait_job
@@ -243,6 +244,14 @@ def test_the_job_bars_timing_line_says_the_same_verdict(app):
     assert "(within noise)" in summary["noisy"] and "faster" not in summary["noisy"]
     assert "(compiled 2.71× faster than eager)" in summary["clear"]
     assert '<b class="slower">(compiled 2.00× slower than eager)</b>' in summary["slow"]
+    # the compile figures unfolded each say what they measure on hover: the whole compile (Dynamo's
+    # clock) beside a first call four times as long read as a contradiction (the sixth walk)
+    with app.test_request_context():
+        figures = render_template("_timings.html", job=types.SimpleNamespace(
+            timings={"compile": {"total_s": 7.33, "first_call_s": 31.6, "dynamo_tracing_s": 0.4}}))
+    assert re.search(r'<span title="the whole compile of every frame[^"]*">whole compile 7\.33 s</span>', figures)
+    assert re.search(r'<span title="the compiled model&#39;s first call, which compiles it[^"]*">first call 31\.60 s',
+                     figures), figures
 
 
 def test_oversized_stage_is_cut_at_a_line_and_says_so(tmp_path):

@@ -502,6 +502,10 @@ def test_a_training_job_opens_one_stage_live_and_from_the_store_and_names_its_gr
     head = page.locator("#pane .artifact-head b").first
     assert head.is_visible() and "(backward)" in head.inner_text()
     assert "frame " in head.get_attribute("title") and ", attempt " in head.get_attribute("title")
+    # the list showing it says so on hover too (the sixth walk hovered the bar's list and read nothing)
+    shown_in = page.locator("#results .stage-tabs .stage-select.active")  # Inductor's list: 7 stages and more
+    assert shown_in.count() == 1
+    assert "frame " in shown_in.get_attribute("title") and ", attempt " in shown_in.get_attribute("title")
     open_stage(page, "dynamo.compiles")
     ids = page.locator("#pane .artifact-body abbr.compile-id")
     shown = [ids.nth(n).inner_text() for n in range(ids.count())]

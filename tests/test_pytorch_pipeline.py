@@ -327,8 +327,30 @@ if __name__ == "__main__":
     main()
 """
 
+# nn.Sequential of the user's own modules, the way model code is written (the sixth walk): Dynamo
+# inlines Block.forward from Sequential's frame and reads its globals by importing its module by name
+SEQUENTIAL_OF_OWN = '''import torch
+import torch.nn as nn
+
+SCALE = 0.5
+
+
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.up = nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + SCALE * torch.nn.functional.gelu(self.up(x))
+
+
+model = nn.Sequential(Block(), Block())
+example_inputs = (torch.randn(8, 32),)
+'''
+
 JOBS = {
     "spare": (SPARE_MODEL, SPARE_OPTIONS),
+    "sequential_of_own": (SEQUENTIAL_OF_OWN, {}),
     "forked_a": (FORKED_PROBE % "1", {}),
     "forked_b": (FORKED_PROBE % "2", {}),
     "streamed": (STREAMED, {}),
@@ -1147,6 +1169,28 @@ def test_a_program_that_calls_torch_compile_itself_runs_as_written_and_every_com
         .run(text)
     assert [call, forward] == [index["source_map"][0][1], index["source_map"][1][1]], index["source_map"]
     assert summary[0]["stage"] == "dynamo.compiles"  # "N graphs" leads to the index
+
+
+def test_a_sequential_of_the_users_own_modules_compiles_and_its_reproducer_runs(compiled, tmp_path):
+    """Before: "InternalTorchDynamoError: ModuleNotFoundError: No module named '__irscope_user__'"
+    for any nn.Sequential holding a module the file defines (runpy took the file's module out of
+    sys.modules once it had run, and Dynamo imports it by name to read Block.forward's globals).
+    The job compiles both blocks, and its reproducer, run with plain Python outside irscope, runs
+    the file the same way and compiles it too."""
+    job = compiled.job("sequential_of_own")
+    assert job["status"] == "done", job["error"]
+    code = compiled.text("sequential_of_own", "inductor.output_code:0/0")
+    assert "def call(" in code and "gelu" in code, code[:2000]
+    script = compiled.client.get(f"/j/{compiled.ids['sequential_of_own']}/reproducer.py")
+    assert script.status_code == 200
+    path = tmp_path / "reproduce.py"
+    path.write_bytes(script.get_data())
+    done = subprocess.run([sys.executable, str(path), str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=600, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    codes = [p.read_text() for p in (tmp_path / "out" / "output_code").iterdir() if p.suffix == ".py"]
+    assert (tmp_path / "out" / "output_code" / "index.json").is_file() and codes, done.stdout[-2000:]
+    assert any("def call(" in c and "gelu" in c for c in codes)
 
 
 def test_a_program_that_compiles_nothing_says_so(compiled):

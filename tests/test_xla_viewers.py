@@ -70,6 +70,17 @@ def memory_data() -> dict:
     return data
 
 
+def test_a_program_with_no_temp_buffer_says_so_instead_of_an_empty_chart():
+    """Every value an argument or the output: XLA's temp allocation is empty. The stage says so in
+    a sentence, with the arguments' and outputs' sizes; before, it drew an axis ticked "1 B, 0 B,
+    0 B" over nothing and a table of headers with no row (the sixth walk)."""
+    html = viewers.render("memory", fixture("no_temp_memory.json"), {})
+    text = re.sub(r"<[^>]+>", "", html)
+    assert text.startswith("No temporary buffer") and "temp_size_in_bytes = 0" in text, text
+    assert "arguments 3104, outputs 512 bytes" in text
+    assert "<svg" not in html and "<table" not in html
+
+
 def test_memory_chart_marks_the_peak_and_lists_what_is_live():
     data = memory_data()
     html = viewers.render("memory", json.dumps(data), {})

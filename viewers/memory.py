@@ -37,6 +37,14 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
         data: formats.MemoryTimeline = formats.get("memory").decode(text)
     except formats.FormatError:
         return f'<pre class="code">{escape(text)}</pre>'
+    stats = data.xla_memory_stats
+    if not data.peak_bytes and not data.blocks and not any(data.live_bytes):
+        # nothing to draw: an empty chart and a table of no rows said nothing (the sixth walk)
+        return (f'<div class="memory-view"><p class="memory-summary">No temporary buffer: every value of the '
+                f'program is one of its arguments or outputs, so XLA\'s temp allocation is empty '
+                f'(temp_size_in_bytes = {escape(str(stats.get("temp_size_in_bytes", 0)))}); arguments '
+                f'{escape(str(stats.get("argument_size_in_bytes", "?")))}, outputs '
+                f'{escape(str(stats.get("output_size_in_bytes", "?")))} bytes.</p></div>')
     steps = max(data.steps, 1)
     peak = data.peak_bytes
     live = data.live_bytes
@@ -86,7 +94,6 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
                  f'peak {escape(_fmt(peak))} live at step {at} ({escape(data.peak_instruction)})</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle" font-size="11">program order '
                  f'(0-{steps})</text></svg>')
-    stats = data.xla_memory_stats
     temp = stats.get("temp_size_in_bytes")
     rows = "".join(
         f'<tr><td><code>{escape(v.name)}</code></td><td>{escape(v.shape)}</td><td data-bytes="{v.size}">'
@@ -113,7 +120,7 @@ def render(text: str, meta: dict[str, Any], width: int = 900, height: int = 320)
                     f'({escape(", ".join(data.unranged_values[:8]))}); they are drawn over the whole program.</p>')
     table = (f'<table class="memory-peak"><caption>live at step {at}, by size</caption><thead><tr><th>value</th>'
              f'<th>shape</th><th>size</th><th>offset</th><th>live</th><th>in place</th></tr></thead>'
-             f'<tbody>{rows}</tbody></table>')
+             f'<tbody>{rows}</tbody></table>') if rows else ""
     note = (f'<p class="truncated">drawing the first {MAX_BLOCKS} of {len(blocks)} buffers</p>'
             if len(blocks) > MAX_BLOCKS else "")
     return f'<div class="memory-view">{summary}{"".join(parts)}{note}{table}</div>'

@@ -76,6 +76,12 @@ _COMPILE_FIGURES: dict[str, tuple[str, bool]] = {
 }
 
 
+def compile_figure_help(label: str) -> str:
+    """What one compile figure (its `<phase>_s` key in words: "first call", "total") measures, for
+    hover text; "" for a phase not described here."""
+    return _COMPILE_FIGURES.get(label, ("", False))[0]
+
+
 # What each figure a pipeline records measures, in words, and its unit ("" for words, "bytes"
 # shown in MiB or KiB, "count", "%"). A key not here is named from its own words and its unit
 # read from its suffix (_ms, _s, _bytes, _mb); see `_label`.

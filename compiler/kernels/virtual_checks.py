@@ -65,7 +65,7 @@ class VirtualChecks:
         """The notices as the job's `run.notices` stage (none: no stage), each linked to its line."""
         if not self.notices:
             return
-        bundle.add("run.notices", "Not run, not timed, not compared", "Run", "text", self.text(),
+        bundle.add("run.notices", f"Calls not run ({len(self.notices)})", "Run", "text", self.text(),
                    source_map=[[n, notice["line"]] for n, notice in enumerate(self.notices, start=1)
                                if notice["line"]],
                    meta={"count": len(self.notices), "note": "what the program asked of a virtual device that "

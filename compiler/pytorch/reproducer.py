@@ -164,8 +164,6 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
         'os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"',
         "",
         reproducers.write_source(USER_FILE, request.source),
-        "import runpy  # noqa: E402",
-        "",
         "import torch  # noqa: E402",
         "import torch._inductor.config as inductor_config  # noqa: E402",
         "",
@@ -175,8 +173,7 @@ def script(pipeline: Any, request: Request, toolchain: dict[str, str], job_id: s
     ]
     if target != "host":
         parts.append(_gpu_check(target))
-    body = ["", "",
-            "namespace = runpy.run_path(SOURCE_PATH, run_name=\"__irscope_user__\")",
+    body = ["", "", reproducers.RUN_AS_MODULE,
             "model, inputs = entry_points(namespace)"]
     if target != "host":
         body += ["if isinstance(model, torch.nn.Module):",

@@ -99,11 +99,14 @@ def lower_stablehlo(job: dict[str, Any]) -> dict[str, Any]:
 def _locations_name_the_users_frames() -> None:
     """JAX records the Python stack of each operation in the module (the HLO's FileNames,
     FunctionNames and StackFrames), leaving out its own frames by path (source_info_util's
-    exclusions). irscope's frames (this child, and runpy, through which it runs the user's file)
-    are left out the same way, so the stack names what a plain `python file.py` run names."""
+    exclusions). irscope's frames (this child, and the runners through which it runs the user's
+    file) are left out the same way, so the stack names what a plain `python file.py` run names."""
     from jax._src import source_info_util
+
+    from compiler.user_code import RUNNER_FRAMES
     source_info_util.register_exclusion(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
-    source_info_util.register_exclusion("<frozen runpy>")
+    for runner in RUNNER_FRAMES:
+        source_info_util.register_exclusion(runner)
 
 
 def lower_jax(job: dict[str, Any]) -> dict[str, Any]:

@@ -16,9 +16,7 @@ from compiler.user_code import runs_as_written
 
 _INPUT_NAMES = {"hlo": "module.hlo", "stablehlo": "module.mlir", "jax": "user_program.py"}
 
-_LOWER_JAX = '''import runpy  # noqa: E402
-
-namespace = runpy.run_path(SOURCE_PATH, run_name="__irscope_user__")  # as irscope runs it: not as __main__
+_LOWER_JAX = reproducers.RUN_AS_MODULE + '''
 fn, args = namespace["fn"], namespace["example_args"]
 args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
 # jax.jit lowers to StableHLO, which XLA compiles as irscope compiles it (below); jax.jit(fn).lower(*args).compile()
