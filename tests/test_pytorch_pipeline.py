@@ -753,7 +753,9 @@ def start_with_toolchain_cache(base: str, cache: str) -> dict:
     app = make_app(Path(base), languages="pytorch,triton", spare_workers=1)
     spares = app.extensions["irscope"].runner.spares
     try:
-        deadline, first, most_warming = time.monotonic() + 600, None, 0
+        # a bound, not a speed: beside the session's first compiles on a slow 2-core host the two
+        # warm-ups took over 600 s (55 s alone)
+        deadline, first, most_warming = time.monotonic() + 1500, None, 0
         while time.monotonic() < deadline:
             report = spares.report()
             warming = [language for language, r in report.items() if r["starting"]]

@@ -107,6 +107,22 @@ def test_each_gpu_kernel_of_an_output_code_has_the_users_lines_by_name_and_by_fi
                      "triton_poi_fused_gelu_1": {15}, "/tmp/work/inductor-cache/db/cdb2r45.py": {15}}
 
 
+def test_a_gpu_output_codes_wrapper_maps_each_line_to_its_own_source_nodes_only():
+    """A Triton kernel's definition ends `''', device_str='cuda')`, which the map did not see as
+    its end: every line after the first kernel took the last kernel's lines, so the whole `call`
+    wrapper lit one line of the model (the seventh walk: `def call` and every launch on line 22).
+    Each line now has the lines of its own Source Nodes or kernel only; no Triton kernel is a host
+    kernel block (its stages are Triton's)."""
+    nodes = {"h": {26}, "layer_norm": {15}, "gelu": {9}}
+    lines = GPU_OUTPUT_CODE.split("\n")
+    by_line: dict[str, set[int]] = {}
+    for a, b in sm.output_code_map(GPU_OUTPUT_CODE, nodes):
+        by_line.setdefault(lines[a - 1].strip(), set()).add(b)
+    assert "def call(args):" not in by_line and "" not in by_line, by_line
+    assert by_line["triton_poi_fused_gelu_1.run(buf0, 128, stream=stream0)"] == {9}
+    assert sm.kernel_blocks(GPU_OUTPUT_CODE) == {}
+
+
 def test_extern_kernel_mapped_through_source_nodes(entries):
     cid = "0/0_1"
     graph = next(e for e in torch_trace.of_kind(entries, "dynamo_output_graph") if e.compile_id == cid)

@@ -20,9 +20,9 @@ from compiler.formats import kernel_key_name, kernel_of
 from compiler.pipeline import Bundle, OptionError
 from compiler.targets import GpuTarget, describe_target, get_target
 
-SOURCE_MAP_NOTE = ("no line here links to the editor: Inductor's kernels carry no line of the model's file (their IR's "
-                   "locations name the generated source, triton.source); the Kernels table gives each kernel's lines "
-                   "of the model")
+SOURCE_MAP_NOTE = ("No line of this stage links to the editor. Inductor's kernels carry no line of the model's file: "
+                   "their IR's locations name the generated source (triton.source), and the All kernels table gives "
+                   "each kernel's lines of the model.")
 
 
 def virtual_target(name: str, options: dict[str, Any]) -> GpuTarget:

@@ -14,7 +14,10 @@ import re
 _FILE_COMMENT = re.compile(r"#\s*File:\s*(?P<path>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code:")
 _NODE_DEF = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?::\s*\"[^\"]*\")?\s*=")
 _SOURCE_NODES = re.compile(r"#\s*(?:Topologically Sorted )?Source Nodes:\s*\[(?P<nodes>[^\]]*)\]")
-_KERNEL_START = re.compile(r"^(?P<name>\w+)\s*=\s*async_compile\.\w+\(")
+_KERNEL_START = re.compile(r"^(?P<name>\w+)\s*=\s*async_compile\.(?P<kind>\w+)\(")
+# The line closing a kernel's definition: its source's closing quotes, then the call's other
+# arguments if any: `''')` (a C++ kernel), `''', device_str='cuda')` (a Triton kernel).
+_KERNEL_END = re.compile(r"""(?:'''|\"\"\")\s*(?:,[^'"()]*(?:'[^']*'|"[^"]*")?[^'"()]*)*\)\s*$""")
 
 
 def _is_user_path(path: str, user_paths: tuple[str, ...]) -> bool:
@@ -120,7 +123,7 @@ def output_code_map(text: str, node_lines: dict[str, set[int]],
             pending = []
         if in_kernel is not None:
             pairs.extend([number, ln] for ln in kernel_lines[in_kernel])
-            if line.rstrip().endswith("''')") or line.rstrip().endswith('""")'):
+            if _KERNEL_END.search(line):
                 in_kernel = None
             continue
         stripped = line.strip()
@@ -135,15 +138,18 @@ def output_code_map(text: str, node_lines: dict[str, set[int]],
 
 
 def kernel_blocks(text: str) -> dict[str, tuple[int, int]]:
-    """Kernel name -> (first, last) 1-based line of its definition in the output code."""
+    """Host kernel name -> (first, last) 1-based line of its definition in the output code: the
+    kernels that have no stages of their own (Inductor's C++ kernels; a Triton kernel's are the
+    triton.* stages, from what Triton compiled)."""
     blocks: dict[str, tuple[int, int]] = {}
-    start: tuple[str, int] | None = None
+    start: tuple[str, int, bool] | None = None
     for number, line in enumerate(text.split("\n"), start=1):
         kernel = _KERNEL_START.match(line)
         if kernel and start is None:
-            start = (kernel.group("name"), number)
-        if start and (line.rstrip().endswith("''')") or line.rstrip().endswith('""")')):
-            blocks[start[0]] = (start[1], number)
+            start = (kernel.group("name"), number, kernel.group("kind") != "triton")
+        if start and _KERNEL_END.search(line):
+            if start[2]:
+                blocks[start[0]] = (start[1], number)
             start = None
     return blocks
 
