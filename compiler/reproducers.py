@@ -12,15 +12,16 @@ import json
 
 from compiler import python_ast
 from compiler.model import Request
+from compiler.user_code import USER_MODULE
 
 # The user's file run as irscope runs a program that follows its language's convention (`model`,
 # `fn`): as the module __irscope_user__, not as __main__, kept in sys.modules
 # (compiler/user_code.run_as_module). Sets `namespace`; needs SOURCE_PATH.
-RUN_AS_MODULE = '''import importlib.util  # noqa: E402
+RUN_AS_MODULE = f'''import importlib.util  # noqa: E402
 
-# as irscope runs it: the module __irscope_user__, not __main__, kept in sys.modules (Dynamo imports
+# as irscope runs it: the module {USER_MODULE}, not __main__, kept in sys.modules (Dynamo imports
 # it by name to read the globals of a function it inlines)
-spec = importlib.util.spec_from_file_location("__irscope_user__", SOURCE_PATH)
+spec = importlib.util.spec_from_file_location("{USER_MODULE}", SOURCE_PATH)
 user_module = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = user_module
 spec.loader.exec_module(user_module)

@@ -142,14 +142,13 @@ def kernel_blocks(text: str) -> dict[str, tuple[int, int]]:
     kernels that have no stages of their own (Inductor's C++ kernels; a Triton kernel's are the
     triton.* stages, from what Triton compiled)."""
     blocks: dict[str, tuple[int, int]] = {}
-    start: tuple[str, int, bool] | None = None
+    start: tuple[str, int] | None = None
     for number, line in enumerate(text.split("\n"), start=1):
         kernel = _KERNEL_START.match(line)
-        if kernel and start is None:
-            start = (kernel.group("name"), number, kernel.group("kind") != "triton")
+        if kernel and start is None and kernel.group("kind") != "triton":
+            start = (kernel.group("name"), number)
         if start and _KERNEL_END.search(line):
-            if start[2]:
-                blocks[start[0]] = (start[1], number)
+            blocks[start[0]] = (start[1], number)
             start = None
     return blocks
 

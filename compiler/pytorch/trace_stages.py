@@ -407,11 +407,12 @@ def _write_kernel_stages(bundle: Bundle, code: str, pairs: list[list[int]], suff
         header = code.split("\n")[first - 1]
         fmt = "cpp" if "cpp_pybinding" in header or "cpp(" in header else "python"
         kernel_pairs = [[a - first, b] for a, b in pairs if first < a < last]
-        key, title = f"kernel:{formats.kernel_key_name(name)}", name
+        short = formats.kernel_key_name(name)
+        key, title = f"kernel:{short}", name
         if bundle.has(key) and suffix:  # a backward kernel named as a forward one: its key and title say which
             key, title = key + suffix, name + (" (backward)" if suffix == ".backward" else suffix)
         if bundle.has(key):  # another compile's kernel of the same name (a recompile's, another frame's)
-            key, title = f"kernel:{formats.kernel_key_name(name)}:{cid}{suffix}", f"{title} [{cid}]"
+            key, title = f"kernel:{short}:{cid}{suffix}", f"{title} [{cid}]"
         if not bundle.has(key):
             bundle.add(key, title, "Kernels", fmt, "\n".join(lines), source_map=kernel_pairs)
             written.append((key, title, name))
