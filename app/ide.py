@@ -112,9 +112,10 @@ def group_form(stages: list) -> str:
     return "tabs" if len(stages) <= (MAX_KERNEL_TABS if kernels else MAX_TABS_PER_GROUP) else "list"
 
 
-# What a job writes about its run rather than what the compiler made of the source: never the
-# stage opened beside an error while the compiler produced something else.
-_RUN_STAGES = {"source", "worker.log", "run.stdout"}
+# What a job writes of the source itself (the editor's text again: `source`, an HLO job's Input)
+# or of its run, rather than what the compiler made of the source: never the stage opened beside
+# an error while the compiler produced something else.
+_RUN_STAGES = {"source", "xla.input", "worker.log", "run.stdout"}
 
 
 def _readable(stages: list) -> list:

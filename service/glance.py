@@ -219,7 +219,7 @@ def _xla(store: Store, job_id: str, keys: list[str]) -> list[Item]:
     peaks = [(m["peak_bytes"], k) for k, m in each("xla.memory") if isinstance(m.get("peak_bytes"), (int, float))]
     if peaks:
         peak, where = max(peaks)
-        items.append(Item(f"temp buffers peak at {binary_size(peak)}", where))
+        items.append(Item(f"temp buffers peak at {binary_size(peak)}" if peak else "no temp buffer", where))
     return items
 
 

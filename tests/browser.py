@@ -213,9 +213,14 @@ def compile_in_page(page, language: str, source: str | None = None) -> str:
 
 
 def open_stage(page, key: str, pane: str = "#pane") -> None:
-    """Open one stage from the tab bar (its tab, or its entry in a group's list) and wait for it."""
+    """Open one stage from the tab bar (its tab, or its entry in a group's list) and wait for it.
+    A stage the page already opened (or is loading) by itself is not clicked again: a second click
+    loads it a second time, which may replace the pane under what a test does next."""
     tab = page.locator(f'#results .stage-tabs [role=tab][data-key="{key}"]')
     if tab.count():
+        if tab.get_attribute("aria-selected") == "true":
+            page.wait_for_selector(f'{pane} .artifact[data-key="{key}"]')
+            return
         kernel = tab.get_attribute("data-kernel")
         if kernel and not tab.is_visible():  # a kernel picker shows one kernel's tabs: pick its kernel
             page.locator(f'#results .stage-tabs .kernel-select:has(option[value="{kernel}"])').select_option(kernel)

@@ -175,7 +175,18 @@ def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged():
     for raw in ("eager_iqr_ms", "measured_peak_bytes", "float64_reference", "worker_device", "speedup",
                 "69517312", "0.656"):
         assert raw not in text, raw
-    assert re.search(r'<p class="verdict slower"><b>compiled 1\.52× slower than eager</b>', html), html
+    # the ratio of the medians, 0.0119 / 0.0078 (1 / speedup, rounded to 0.01, said 1.52×)
+    assert re.search(r'<p class="verdict slower"><b>compiled 1\.53× slower than eager</b>', html), html
+    # the eighth walk's run: 43.830 ms against 0.457 ms, `speedup` 0.01, was said "100.00× slower"
+    far = dict(DEFAULT_JOB_TIMINGS["run"], eager_ms=0.457, eager_iqr_ms=0.05, compiled_ms=43.83,
+               compiled_iqr_ms=0.4, speedup=0.01)
+    assert "<b>compiled 95.9× slower than eager</b>" in timings.render({"run": far})
+    # ... and as it was measured, eager's blocks ± 63.7 ms around a median of 0.457 ms: no verdict
+    busy = dict(far, eager_iqr_ms=63.7)
+    from compiler import formats
+    assert formats.speed_verdict(busy) == (
+        "compiled and eager within noise (43.8 ms against 0.457 ms per call; the eager side's spread (± 63.7 ms) is "
+        "larger than its median)", "noise")
     assert "median 0.0078 ms per call, spread ± 0.0051 ms" in text and "median 0.0119 ms per call" in text
     assert "measured peak memory of the job&#39;s process</th><td>66.3 MiB" in html
     assert "compiled, peak memory of one call</th><td>3.0 MiB" in html and "22.1 KiB" in html
@@ -315,6 +326,9 @@ def test_a_failed_job_opens_what_the_compiler_made_and_never_the_source_beside_i
                    ("aot.forward_graph:0/0", "AOTAutograd", 400), log)
     assert stage_beside_error(later) == "aot.forward_graph:0/0"  # the last with text
     assert stage_beside_error(stages(source, ("run.stdout", "Run", 25), log)) == "run.stdout"
+    # an HLO module that fails to parse: its Input is the editor's text too (the eighth walk saw a
+    # JAX error open it: the Python echoed, every line tinted)
+    assert stage_beside_error(stages(("xla.input", "Input", 180), log)) == ""
     assert stage_beside_error(stages(source)) == ""
     assert stage_beside_error(stages(("run.stdout", "Run", 0), log)) == ""
     assert stage_beside_error(stages(("run.stdout", "Run", 0))) == "" and stage_beside_error([]) == ""

@@ -161,7 +161,7 @@ def test_the_summary_says_what_happened_and_leads_to_the_graph_break(sized, shot
     assert re.search(r"\b2 graphs\b", text) and f"1 graph break (line {BREAK_LINE})" in text, text
     # compiled against eager: a verdict, or "within noise" where the timed runs' spreads overlap
     assert re.search(r"\d+ kernels?\b", text) and re.search(
-        r"compiled \d+\.\d\d× (faster|slower) than eager|compiled vs eager: within noise", text), text
+        r"compiled \d+\.\d+× (faster|slower) than eager|compiled vs eager: within noise", text), text
     # the break is marked in the editor as soon as the job ends, no tab opened, and on screen
     assert editor_lines_with(page, "break-line") == [BREAK_LINE]
     marker = page.locator(".CodeMirror .break-marker")
@@ -205,8 +205,12 @@ def test_an_edit_marks_the_results_stale_and_no_colour_lands_on_a_moved_line(siz
     bar = page.locator("#results .stage-tabs").bounding_box()
     assert results["y"] - 1 <= note_box["y"] and note_box["y"] + note_box["height"] <= bar["y"] + 1, \
         (note_box, bar, results)
-    # every mark the old results put in the editor is gone: colours, the break
+    # every mark the old results put in the editor is gone: colours, the break; the summary's
+    # "(line N)" is struck through like the stages' line labels (the ninth walk read it as current)
     assert editor_lines_with(page, "c\\d") == [] and editor_lines_with(page, "break-line") == []
+    lines = page.locator("#results .glance .glance-lines").first
+    assert lines.inner_text().startswith("(line") and lines.evaluate(
+        "e => getComputedStyle(e).textDecorationLine") == "line-through"
     # hovering a line of the results lights nothing in the editor
     page.hover("#pane .artifact-body .ln[data-src]")
     assert page.evaluate(f"() => {CM}.getAllMarks().filter(m => m.className === 'hot-line').length") == 0
@@ -656,7 +660,7 @@ def test_the_timings_say_each_figure_in_words_with_its_unit(watched):
     view = page.locator("#pane .timings-view")
     text = view.inner_text()
     verdict = view.locator(".verdict")
-    assert verdict.is_visible() and re.match(r"compiled \d+\.\d\d× (faster|slower) than eager|compiled and eager "
+    assert verdict.is_visible() and re.match(r"compiled \d+\.\d+× (faster|slower) than eager|compiled and eager "
                                              r"within noise \([\d.]+ [mµ]?s against [\d.]+ [mµ]?s per call",
                                              verdict.inner_text()), verdict.inner_text()
     if "slower" in verdict.inner_text():
@@ -730,9 +734,10 @@ def test_a_jax_job_opens_on_its_hlo_with_the_file_name_tables_folded(watched):
 
 
 def test_helion_stages_name_the_generated_module_and_ptx_notes_are_sentences(watched):
-    """Helion's kernels are Triton modules Helion writes to files named by a hash: the PTX names
-    that file. The stage says, beside the compiler's unchanged text, that the file is the code
-    Helion generated for the user's kernel, with a link to it; and the PTX stage's note is a
+    """Helion's kernels are Triton modules Helion has PyTorch's code cache write to files named by
+    a hash; the job loads each from a file named after the user's file and kernel, which the PTX
+    names. The stage says beside the text that the file is the code Helion generated for the
+    user's kernel, with a link to it; and the PTX stage's note is a
     sentence a newcomer can read. At 800 px every notice on the PTX and SASS panes is one line,
     the rest folded under it (a <details> Tab reaches, its focus drawn), opened on Enter."""
     from compiler.helion.pipeline import EXAMPLE
@@ -742,9 +747,11 @@ def test_helion_stages_name_the_generated_module_and_ptx_notes_are_sentences(wat
     legend = page.locator("#pane .file-name")
     assert legend.count() == 1 and legend.is_visible()
     assert "the Triton code Helion generated for your kernel matmul" in legend.inner_text()
-    hashed = legend.locator("summary code").get_attribute("title").rsplit("/", 1)[-1]
+    named = legend.locator("summary code").get_attribute("title").rsplit("/", 1)[-1]
     body = page.inner_text("#pane .artifact-body")
-    assert re.fullmatch(r"\w+\.py", hashed) and f"{hashed}:" in body  # the compiler's own name, in its text
+    # the module's file is named after the user's file and kernel (the eighth walk read a hash),
+    # and is the name the compiler's own text carries
+    assert named == "kernels.helion.matmul.py" and f"{named}:" in body
     note = page.locator("#pane .artifact > details.note > summary, #pane .artifact > p.note:not(.file-name)")
     note = note.first.inner_text()
     assert re.match(r"[A-Z].*\.$", note) and "inside inline asm the .loc" not in note, note

@@ -126,6 +126,10 @@ def test_comparison_permalink_diffs_any_stage_pair_and_keeps_it_in_the_address(w
     assert f"--- A: {a_key}" in shown and f"+++ B: {a_key}" in shown
     # the requests' difference and the timings side by side
     assert "cuda:sm_80" in page.inner_text(".compare-head") and "cuda:sm_90" in page.inner_text(".compare-head")
+    # the option as asked and the target compiled for are two rows of two names (the eighth walk
+    # read two rows called "target")
+    heads = page.locator(".compare-head tbody th").all_inner_texts()
+    assert len(heads) == len(set(heads)) and {"option target", "compiled for"} <= set(heads), heads
     assert page.locator(".compare-timings thead th").all_inner_texts() == ["measured", "A", "B", "B / A"]
     page.screenshot(path=str(shots / "compare.png"), full_page=False)
     # another pair: the PTX of A against the PTX of B; then side by side, with the keyboard

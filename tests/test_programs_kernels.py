@@ -109,6 +109,14 @@ PROGRAMS: dict[str, Expect] = {
         ("scale(x, y, 3.0, n)", "cutlass.cute.testing.autotune_jit: not timed: nothing ran on the virtual GPU; "
                                 "each config was compiled and called once"),
         ("torch.testing.assert_close(y, x * 3.0)", "torch.testing.assert_close: " + NOT_COMPARED))),
+    # operands as CUTLASS's GEMM examples make them: cutlass.torch's FP8 matrix (its values written by
+    # CuTe's own _convert kernel), a compact dynamic shape with a divisibility, a TVM FFI launch
+    "cute/fp8_operands_tvm_ffi.py": Expect(("_convert", "fp8_copy", "scale"), (
+        ("torch.testing.assert_close(b_torch.view(torch.uint8)", "torch.testing.assert_close: " + NOT_COMPARED),
+        ("torch.testing.assert_close(y, x * 0.5)", "torch.testing.assert_close: " + NOT_COMPARED))),
+    # CuTe's experimental API (CUTLASS's cute_ext examples): its own variables' prefix, its dumps read
+    "cute/scale_experimental.py": Expect(("scale",), (
+        ("torch.testing.assert_close(y, x * 2.0)", "torch.testing.assert_close: " + NOT_COMPARED),)),
     # FP8 kept in uint8 and retyped (`.element_type = ...`), tuned with cutlass.testing.tune
     "cute/fp8_copy_tune.py": Expect(("fp8_copy",), (
         ('best = testing.tune(configured, params_dict={"threads": [128, 256]})',
@@ -208,6 +216,24 @@ def test_program_checks_and_benchmarks_are_notices_at_their_lines(compiled, prog
         at = found[0] + 1
     if expect.stopped_at:  # the value read was the program's end: nothing after it ran
         assert notices[-1].endswith(STOPPED) and at == len(notices)
+
+
+def test_cute_tensors_of_fake_ones_take_cutes_own_layout_marks_and_tvm_ffi_calls_are_recorded(compiled):
+    """A FakeTensor given to CuTe's from_dlpack exports what a CUDA tensor would (PyTorch's DLPack
+    dtype, shape, strides, device), so CuTe's own marks make the layout: a compact dynamic extent
+    of divisibility 8 makes the outer stride a multiple of 8 too (what CUTLASS's attention examples
+    need for their 128-bit copies), and cutlass.torch's FP8 operands convert (a SymInt compared with
+    1 failed them). A function compiled for TVM FFI is recorded where it is called."""
+    program = "cute/fp8_operands_tvm_ffi.py"
+    assert '!cute.memref<f16, gmem, align<16>, "(?,?{div=8}):(?{i64 div=8},1)">' in compiled.text(
+        program, "cute.ir:scale")
+    launches = json.loads(compiled.text(program, "cute.launches"))
+    said = [(launch["how"], launch["line"], launch["launched"]) for launch in launches]
+    assert said == [("@cute.jit function called directly", _line(program, "a, a_torch = cutlass_torch."), False),
+                    ("@cute.jit function called directly", _line(program, "b, b_torch = cutlass_torch."), False),
+                    ("compiled function called", _line(program, "copy(a, b)"), False),
+                    ("compiled function called", _line(program, "scaled(x, y, 0.5)"), False)], said
+    assert "_convert" in launches[0]["function"] and "scale" in launches[-1]["function"]
 
 
 def test_a_compiled_kernel_launched_directly_is_recorded_with_its_registers(compiled):

@@ -333,10 +333,12 @@ def test_an_exception_irscopes_own_code_raised_is_irscopes_fault_not_the_users_l
     theirs = error_of("import torch\n\nx = 1\ntorch.zeros(2) @ torch.zeros(3)\n")
     assert theirs.error.kind == ErrorKind.UserCodeError and theirs.error.line == 4
     assert theirs.error.message.startswith("line 4: RuntimeError")
-    # raised in irscope's code on purpose (UserFacing): a dtype CuTe has no element type for
-    for_them = error_of("import torch\nfrom compiler.cute.capture import cute_dtype\n\ncute_dtype(torch.complex64)\n")
+    # raised in irscope's code on purpose (UserFacing): a tensor PyTorch cannot export to CuTe
+    for_them = error_of("import torch\nfrom compiler.cute.capture import FakeDLPack\n\n"
+                        "FakeDLPack(torch.empty(2, dtype=torch.bits8))\n")
     assert for_them.error.kind == ErrorKind.UserCodeError and for_them.error.line == 4
-    assert "has no CuTe element type" in for_them.error.message
+    assert "a torch.bits8 tensor cannot be passed to CuTe: Bit types are not supported by dlpack" in \
+        for_them.error.message
 
 
 def test_the_compile_index_groups_compiles_by_the_users_line_that_called_them(entries):

@@ -598,7 +598,7 @@ def test_a_kernel_held_to_fewer_registers_spills_and_is_flagged(jobs):
     assert held["occupancy"]["limited_by"] == ["shared memory"]
     html = viewers.render("resources", job.text("kernels.resources"), job.stages["kernels.resources"]["meta"])
     assert '<tr class="kernel spills" data-kernel="matmul_kernel.1"><td><a href="#stage=triton.metadata%3A' \
-           'matmul_kernel.1">matmul_kernel.1</a> <span class="badge spill-flag"' in html
+           'matmul_kernel.1">matmul_<wbr>kernel.1</a> <span class="badge spill-flag"' in html
     assert '<tr class="kernel" data-kernel="matmul_kernel.0">' in html
     assert "spills</b> registers to local memory: matmul_kernel.1." in html
 
@@ -707,14 +707,15 @@ def test_a_helion_kernel_shows_its_config_space_and_triton_code_linked_to_the_us
         assert {addmm, store} <= job.mapped_lines(f"triton.{stage}:_helion_matmul"), stage
     assert ".target sm_90a" in job.text("triton.ptx:_helion_matmul")
     assert "mma" in job.text("triton.ttgir:_helion_matmul")  # the addmm became a tensor-core dot
-    # the hashed file Helion wrote its module to, which every location names, is said in words
-    # beside each kernel stage (the compiler's text keeps the name)
+    # the file Helion's module is loaded from, named after the user's file and kernel (PyTorch's
+    # code cache names it by its hash), which every location names, is said in words beside each
+    # kernel stage
     ptx = job.text("triton.ptx:_helion_matmul")
     for stage in ("ttir", "ptx", "sass"):
         (named,) = job.stages[f"triton.{stage}:_helion_matmul"]["meta"]["file_names"]
         assert named["stage"] == "helion.triton_code:matmul" and "your kernel matmul" in named["name"]
         assert re.search(rf'^\s*\.file\s+\d+ "{re.escape(named["path"])}"', ptx, re.M)
-        assert named["file"] == os.path.basename(named["path"]) and named["file"] != SOURCE_FILE
+        assert named["file"] == os.path.basename(named["path"]) == "kernels.helion.matmul.py"
     rows = {r["kernel"]: r for r in json.loads(job.text("kernels.resources"))["kernels"]}
     assert set(rows) == {"_helion_matmul", "_helion_add"}
     # each row's config leads with the Helion config it was compiled with, in short

@@ -81,6 +81,20 @@ def test_a_program_with_no_temp_buffer_says_so_instead_of_an_empty_chart():
     assert "<svg" not in html and "<table" not in html
 
 
+def test_a_program_with_no_temp_buffer_is_summarised_so(tmp_path):
+    """The line above the results said "temp buffers peak at 0 B" for such a program (the eighth
+    walk); it says there is none, linked to the memory stage."""
+    from compiler.model import Stage
+    from tests.conftest import glance_of_bundle
+    text = fixture("no_temp_memory.json")
+    module = "HloModule relu, entry_computation_layout={(f32[16,32]{1,0})->f32[16,32]{1,0}}\n"
+    stages = [Stage("xla.optimized", "Optimized HLO", "Optimized", "hlo", len(module)),
+              Stage("xla.memory", "Memory over program order", "Memory", "memory", len(text),
+                    meta={"peak_bytes": 0, "temp_size_in_bytes": 0})]
+    items = glance_of_bundle(tmp_path, "hlo", stages, lambda key: module if key == "xla.optimized" else text)
+    assert [(i["text"], i["stage"]) for i in items] == [("no temp buffer", "xla.memory")], items
+
+
 def test_memory_chart_marks_the_peak_and_lists_what_is_live():
     data = memory_data()
     html = viewers.render("memory", json.dumps(data), {})

@@ -108,7 +108,7 @@ _LABELS: dict[str, tuple[str, str]] = {
     "inputs_bytes": ("size of the example inputs", "bytes"),
     "parameters_bytes": ("size of the model's parameters", "bytes"),
     "memory_limit_mb": ("the worker's memory limit for a job", "MiB"),
-    "estimated_peak_bytes": ("estimated peak memory of the run", "bytes"),
+    "estimated_peak_bytes": ("estimated peak memory of the run, with the float64 reference", "bytes"),
     "estimated_peak_without_float64_reference_bytes": ("estimated peak without the float64 reference", "bytes"),
     "estimate_s": ("time spent estimating the peak", "s"),
     "model": ("how the peak is estimated", ""),

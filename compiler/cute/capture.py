@@ -8,17 +8,21 @@ kernel is CuTe's own remark (`CUTE_DSL_COMPILER_OPT=remarks{ptx}`: it asks ptxas
 changes neither the PTX nor the cubin), printed on stderr.
 
 On a virtual target (`VirtualLaunches`) nothing runs: a tensor made on the virtual CUDA device is a
-FakeTensor, which has no memory to export, so `from_dlpack` of one becomes CuTe's own
-`make_fake_tensor` with the same dtype, shape, strides, alignment and global memory space (what a
-CUDA tensor's DLPack device gives); calling a compiled function, or a `@cute.jit` function
-directly, compiles it with CuTe's `compile_only` and records the call instead of launching it (such
-a call then returns the compiled function, not None).
+FakeTensor, which has no memory to export, so `from_dlpack` of one is given what a CUDA tensor's
+`__dlpack__` would give (`FakeDLPack`: PyTorch's DLPack dtype, the shape, strides and CUDA device,
+an address no one reads) and CuTe's own `from_dlpack` makes the tensor, with its own layout marks
+(`mark_layout_dynamic`, `mark_compact_shape_dynamic`), element types and memory space. Calling a
+compiled function, or a `@cute.jit` function directly, compiles it with CuTe's `compile_only` and
+records the call instead of launching it (such a call then returns the compiled function, not None).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import glob
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 from typing import Any, Callable, Iterator
@@ -37,17 +41,23 @@ def cute_arch(target: GpuTarget) -> str:
     return f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
 
 
+# The prefixes of CuTe DSL's variables: its own, and its experimental DSL's (`cutlass.cute.experimental`,
+# which CUTLASS's cute_ext examples use), which reads the same settings under its own name
+PREFIXES = ("CUTE_DSL", "CUTE_EXPERIMENTAL_DSL")
+
+
 def environment(workdir: str, lineinfo: bool) -> dict[str, str]:
     """CuTe DSL's variables for a job: artifacts kept in the job's folder, nothing cached outside it
-    (CUTE_DSL_ARCH, `cute_arch`, is set once the job's target is known)."""
-    return {
-        "CUTE_DSL_KEEP": KEEP,
-        "CUTE_DSL_DUMP_DIR": os.path.join(workdir, DUMP_DIR),
-        "CUTE_DSL_CACHE_DIR": os.path.join(workdir, "cute-cache"),
-        "CUTE_DSL_DISABLE_FILE_CACHING": "1",
-        "CUTE_DSL_LINEINFO": "1" if lineinfo else "0",
-        "CUTE_DSL_COMPILER_OPT": "remarks{ptx}",
-    }
+    (CUTE_DSL_ARCH, `cute_arch`, is set once the job's target is known: `arch_environment`)."""
+    settings = {"KEEP": KEEP, "DUMP_DIR": os.path.join(workdir, DUMP_DIR),
+                "CACHE_DIR": os.path.join(workdir, "cute-cache"), "DISABLE_FILE_CACHING": "1",
+                "LINEINFO": "1" if lineinfo else "0", "COMPILER_OPT": "remarks{ptx}"}
+    return {f"{prefix}_{name}": value for prefix in PREFIXES for name, value in settings.items()}
+
+
+def arch_environment(target: GpuTarget) -> dict[str, str]:
+    """The arch CuTe compiles for (`cute_arch`), under each prefix."""
+    return {f"{prefix}_ARCH": cute_arch(target) for prefix in PREFIXES}
 
 
 @dataclasses.dataclass
@@ -102,58 +112,116 @@ def _calling_line(path: str) -> int | None:
     return None
 
 
-def fake_cute_tensor(dtype: Any, shape: tuple, stride: tuple, assumed_align: int | None) -> Any:
-    """CuTe's fake tensor of this layout (`runtime.make_fake_tensor`), which also answers the layout
-    marks a program puts on `from_dlpack`'s tensor: `mark_layout_dynamic(leading_dim)` (every
-    extent and stride a runtime value but the leading dimension's stride, 1) and
-    `mark_compact_shape_dynamic(mode, ...)` (that extent a runtime value), each a new fake tensor
-    with CuTe's own symbolic integers (`cute.sym_int`) where the marks make values dynamic."""
-    import cutlass.cute as cute
-    import cutlass.cute.runtime as runtime
-    fake = runtime.make_fake_tensor(dtype, shape, stride, memspace=cute.AddressSpace.gmem, assumed_align=assumed_align)
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
-    def layout_dynamic(leading_dim: int | None = None) -> Any:
-        if leading_dim is None:
-            ones = [i for i, st in enumerate(stride) if st == 1]
-            leading_dim = ones[0] if len(ones) == 1 else next((i for i in ones if shape[i] > 1), None)
-        strides = tuple(1 if i == leading_dim else cute.sym_int() for i in range(len(stride)))
-        return fake_cute_tensor(dtype, tuple(cute.sym_int() for _ in shape), strides, assumed_align)
 
-    def compact_shape_dynamic(mode: int, stride_order: Any = None, divisibility: int = 1, **kwargs: Any) -> Any:
-        extents = tuple(cute.sym_int(divisibility=divisibility) if i == mode else n for i, n in enumerate(shape))
-        return fake_cute_tensor(dtype, extents, stride, assumed_align)
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
-    fake.mark_layout_dynamic = layout_dynamic
-    fake.mark_compact_shape_dynamic = compact_shape_dynamic
-    # `tensor.element_type = cutlass.Float8E4M3FN` on a from_dlpack tensor reinterprets its storage
-    # (FP8 kept in uint8: DLPack has no FP8); CuTe's fake tensors refuse it, so the same layout is
-    # made again with the new type (VirtualLaunches.installed routes the setter here)
-    fake._irscope_retyped = lambda new_type: fake_cute_tensor(new_type, shape, stride, assumed_align)
-    return fake
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    """DLPack's (unversioned) exchange struct, as dlpack.h lays it out."""
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_DL_CUDA = 2  # kDLCUDA
+# where a fake tensor's memory would start: a CUDA allocation's alignment or more (nothing reads it:
+# on a virtual target no compiled function runs, and CuTe reads the pointer only to launch)
+_FAKE_ADDRESS = 1 << 32
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+class NoDLPack(UserFacing, TypeError):
+    """A tensor of a dtype PyTorch cannot export through DLPack, passed to CuTe."""
+
+
+class FakeDLPack:
+    """What a CUDA tensor's `__dlpack__` gives CuTe, for a FakeTensor of the virtual CUDA device:
+    the same dtype (PyTorch's own DLPack code for it), shape, strides and device, and an address
+    that no one reads. CuTe's own `from_dlpack` takes it, so its layout marks, element types and
+    memory space are CuTe's, as for a real tensor."""
+
+    def __init__(self, tensor: Any):
+        import torch
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        try:
+            with unset_fake_temporarily():  # a real 1-element tensor of the dtype, as PyTorch exports it
+                exported = torch.empty(1, dtype=tensor.dtype).__dlpack__()
+        except (BufferError, RuntimeError, TypeError) as e:
+            raise NoDLPack(f"a {tensor.dtype} tensor cannot be passed to CuTe: {e}") from None
+        dtype = _DLManagedTensor.from_address(_capsule_pointer(exported, b"dltensor")).dl_tensor.dtype
+        n = tensor.dim()
+        self._shape = (ctypes.c_int64 * n)(*[int(d) for d in tensor.shape])
+        self._strides = (ctypes.c_int64 * n)(*[int(d) for d in tensor.stride()])
+        device = tensor.device.index or 0
+        self._managed = _DLManagedTensor(_DLTensor(
+            _FAKE_ADDRESS + int(tensor.storage_offset()) * tensor.element_size(), _DLDevice(_DL_CUDA, device), n,
+            _DLDataType(dtype.code, dtype.bits, dtype.lanes), self._shape, self._strides, 0), None, None)
+        self._device = (_DL_CUDA, device)
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        # the capsule points into this object, which the CuTe tensor made from it keeps alive
+        return _capsule_new(ctypes.addressof(self._managed), b"dltensor", None)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._device
 
 
 def _adapted(arg: Any, from_dlpack: Callable[..., Any]) -> Any:
     """A torch FakeTensor given to a CuTe function as it is (`cute.compile(fn, torch_tensor)`) as
-    CuTe's own TensorAdapter takes a torch tensor, `from_dlpack(t).mark_layout_dynamic()`, but to
-    CuTe's fake tensor (the adapter asks the tensor's data pointer, which a fake one has not);
+    CuTe's own TensorAdapter takes a torch tensor, `from_dlpack(t).mark_layout_dynamic()`, through
+    the job's `from_dlpack` (the adapter asks the tensor's data pointer, which a fake one has not);
     any other argument as it is."""
     from torch._subclasses.fake_tensor import FakeTensor
     return from_dlpack(arg).mark_layout_dynamic() if isinstance(arg, FakeTensor) else arg
 
 
-def _retype(tensor: Any, new_type: Any, original: property) -> None:
-    """The element_type setter of CuTe's fake tensors while a job runs: an irscope fake (made for a
-    FakeTensor passed to from_dlpack) takes the type; any other keeps CuTe's own answer."""
-    retyped = getattr(tensor, "_irscope_retyped", None)
-    if retyped is None:
-        original.fset(tensor, new_type)
-        return
-    tensor._typed_tensor = retyped(new_type)._typed_tensor
+_TVM_FFI = "cutlass.cutlass_dsl.tvm_ffi_provider"  # CuTe's TVM FFI compiled functions (`--enable-tvm-ffi`)
+
+
+def _tvm_ffi_function_types(provider: Any) -> list[type]:
+    """The classes of the TVM FFI compiled functions in CuTe's provider module, whose `__call__`
+    comes before CuTe's own in their order of bases."""
+    return [kind for kind in (getattr(provider, "TVMFFIJitCompiledFunction", None),
+                              getattr(provider, "TVMFFIJitCompiledFunctionWithKwargs", None))
+            if isinstance(kind, type) and "__call__" in kind.__dict__]
+
+
+class _WhenImported(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` once the module `name` is imported: CuTe imports its TVM FFI provider
+    (seconds) only for a compile that asks for TVM FFI, so the job does not import it first."""
+
+    def __init__(self, name: str, then: Callable[[Any], None]):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            loader, then = spec.loader, self.then
+            real_exec = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                real_exec(module)
+                then(module)
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 class VirtualLaunches:
-    """Records every call of a compiled CuTe function; on a virtual target also makes FakeTensors
-    into CuTe fake tensors and compiles instead of running (module docstring)."""
+    """Records every call of a compiled CuTe function; on a virtual target also gives CuTe's
+    `from_dlpack` what a FakeTensor would export and compiles instead of running (module docstring)."""
 
     def __init__(self, path: str, virtual: bool):
         self.path = path
@@ -171,18 +239,18 @@ class VirtualLaunches:
         from cutlass.base_dsl.dsl import BaseDSL
         from cutlass.base_dsl.jit_executor import JitCompiledFunction
 
-        saved = {(JitCompiledFunction, "__call__"): JitCompiledFunction.__call__,
-                 (BaseDSL, "_prepare_compilation"): BaseDSL._prepare_compilation,
+        saved = {(BaseDSL, "_prepare_compilation"): BaseDSL._prepare_compilation,
                  (runtime, "from_dlpack"): runtime.from_dlpack}
         if "cutlass.torch" in sys.modules:
             saved[(sys.modules["cutlass.torch"], "from_dlpack")] = sys.modules["cutlass.torch"].from_dlpack
-        recorder, real_call, real_prepare, real_from_dlpack = self, JitCompiledFunction.__call__, \
-            BaseDSL._prepare_compilation, runtime.from_dlpack
+        recorder, real_prepare, real_from_dlpack = self, BaseDSL._prepare_compilation, runtime.from_dlpack
 
-        def call(compiled: Any, *args: Any, **kwargs: Any) -> Any:
-            recorder.launches.append(Launch(compiled.function_name, _calling_line(recorder.path),
-                                            "compiled function called", not recorder.virtual))
-            return 0 if recorder.virtual else real_call(compiled, *args, **kwargs)
+        def calls(real_call: Callable[..., Any]) -> Callable[..., Any]:
+            def call(compiled: Any, *args: Any, **kwargs: Any) -> Any:
+                recorder.launches.append(Launch(compiled.function_name, _calling_line(recorder.path),
+                                                "compiled function called", not recorder.virtual))
+                return 0 if recorder.virtual else real_call(compiled, *args, **kwargs)
+            return call
 
         def prepare(dsl: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
             direct = not kwargs.get("compile_only", False)
@@ -204,39 +272,31 @@ class VirtualLaunches:
             from torch._subclasses.fake_tensor import FakeTensor
             if not isinstance(tensor, FakeTensor):
                 return real_from_dlpack(tensor, assumed_align, use_32bit_stride, **kwargs)
-            return fake_cute_tensor(cute_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()),
-                                    assumed_align)
+            exported = FakeDLPack(tensor)
+            adapted = real_from_dlpack(exported, assumed_align, use_32bit_stride, **kwargs)
+            adapted._irscope_exported = exported  # the struct CuTe reads when it first needs the layout
+            return adapted
 
-        JitCompiledFunction.__call__ = call
+        def hook_calls(kinds: list[type]) -> None:
+            for kind in kinds:
+                saved[(kind, "__call__")] = kind.__dict__["__call__"]
+                kind.__call__ = calls(kind.__dict__["__call__"])
+
+        hook_calls([JitCompiledFunction])
+        finder = _WhenImported(_TVM_FFI, lambda provider: hook_calls(_tvm_ffi_function_types(provider)))
+        if _TVM_FFI in sys.modules:
+            hook_calls(_tvm_ffi_function_types(sys.modules[_TVM_FFI]))
+        else:
+            sys.meta_path.insert(0, finder)
         BaseDSL._prepare_compilation = prepare
         if self.virtual:
             for owner, name in list(saved):
                 if name == "from_dlpack":
                     setattr(owner, name, from_dlpack)
-            fake_type = runtime._FakeTensor
-            original = saved[(fake_type, "element_type")] = fake_type.__dict__["element_type"]
-            fake_type.element_type = property(original.fget, lambda t, new_type: _retype(t, new_type, original))
         try:
             yield
         finally:
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
             for (owner, name), value in saved.items():
                 setattr(owner, name, value)
-
-
-class NoCuteType(UserFacing, TypeError):
-    """A tensor of a dtype CuTe has no element type for, passed to a CuTe kernel."""
-
-
-def cute_dtype(dtype: Any) -> Any:
-    """CuTe's element type for a torch dtype, as `from_dlpack` reads it from the DLPack dtype."""
-    import cutlass
-    import torch
-    table = {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16, torch.float32: cutlass.Float32,
-             torch.float64: cutlass.Float64, torch.int8: cutlass.Int8, torch.int16: cutlass.Int16,
-             torch.int32: cutlass.Int32, torch.int64: cutlass.Int64, torch.uint8: cutlass.Uint8,
-             torch.bool: cutlass.Boolean, torch.float8_e4m3fn: cutlass.Float8E4M3FN,
-             torch.float8_e5m2: cutlass.Float8E5M2}
-    if dtype not in table:
-        raise NoCuteType(f"a {dtype} tensor has no CuTe element type here (known: "
-                        f"{', '.join(str(d).removeprefix('torch.') for d in table)})")
-    return table[dtype]

@@ -103,7 +103,7 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
         real = _real_cuda_target()
         target = get_target(resolve(request.options["target"], [real] if real in TARGETS else []))
         execute = real is not None and real == target.name
-        os.environ["CUTE_DSL_ARCH"] = capture.cute_arch(target)
+        os.environ.update(capture.arch_environment(target))
         os.makedirs(os.path.join(workdir, capture.DUMP_DIR), exist_ok=True)
         target_info = describe_target(target, execute, real, torch.cuda.get_device_name(0) if execute else None)
         target_info["cute_arch"] = capture.cute_arch(target)

@@ -12,8 +12,10 @@ none, and says so; on a real GPU Helion autotunes as it would anywhere.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -57,9 +59,14 @@ def _describe_input(value: Any) -> str:
     return type(value).__name__
 
 
+_KERNEL_DEF = re.compile(r"^def _helion_(\w+)\(", re.M)
+
+
 class HelionRecorder:
-    def __init__(self, virtual: bool):
+    def __init__(self, virtual: bool, user_file: str):
         self.virtual = virtual
+        self.user_file = user_file  # the program; the modules Helion generates are named after it
+        self._named: dict[str, str] = {}  # the module's hashed path -> the path it is loaded from
         self.compiles: list[HelionCompile] = []
         self.failed_samples: list[str] = []  # sampled configs Helion or Triton could not compile, and why
         self._chosen: dict[int, str] = {}  # id(bound kernel) -> how its config was chosen
@@ -92,12 +99,36 @@ class HelionRecorder:
             bound.set_config(config)
             return config
 
+        helion_kernel = importlib.import_module("helion.runtime.kernel")  # `helion.runtime.kernel` is also a function
+        code_cache = helion_kernel.PyCodeCache
+        helion_kernel.PyCodeCache = _NamedModules(code_cache, self._module_path)
         BoundKernel.compile_config, BoundKernel.autotune, BoundKernel.__call__ = compile_config, autotune, call
         try:
             yield self
         finally:
             BoundKernel.compile_config, BoundKernel.autotune = original_compile, original_autotune
             BoundKernel.__call__ = original_call
+            helion_kernel.PyCodeCache = code_cache
+
+    def _module_path(self, source: str, hashed: str) -> str:
+        """Where the module Helion generated (written by PyTorch's code cache to `hashed`, a name
+        made of its hash) is loaded from: beside the program, named after it and the kernel
+        (`kernels.helion.matmul.py`, then `.1`, `.2` for the kernel's next modules), so that every
+        location in its IR, PTX and SASS names a file a reader can place. The text is the same."""
+        if hashed not in self._named:
+            found = _KERNEL_DEF.search(source)
+            stem = os.path.splitext(os.path.basename(self.user_file))[0]
+            base = f"{stem}.helion.{found.group(1) if found else 'module'}"
+            taken = set(self._named.values())
+            folder = os.path.join(os.path.dirname(self.user_file), "helion-modules")
+            n, path = 0, os.path.join(folder, f"{base}.py")
+            while path in taken:
+                n += 1
+                path = os.path.join(folder, f"{base}.{n}.py")
+            os.makedirs(folder, exist_ok=True)
+            shutil.copyfile(hashed, path)
+            self._named[hashed] = path
+        return self._named[hashed]
 
     def compile_samples(self, total: int) -> None:
         """For each kernel the program called, compile `total - 1` more configs sampled from its
@@ -136,6 +167,22 @@ class HelionRecorder:
         self.compiles.append(HelionCompile(kernel=bound.kernel.name, config=_plain(values), chosen=chosen,
                                            decorator=decorator, search_space=space, module_file=module_file,
                                            inputs=inputs))
+
+
+class _NamedModules:
+    """PyTorch's code cache as Helion loads its generated modules through it: written where the
+    cache writes them, loaded from the path `name(source, hashed_path)` gives; anything else as
+    the cache itself."""
+
+    def __init__(self, cache: Any, name: Any):
+        self._cache, self._name = cache, name
+
+    def load(self, source_code: str, extra: str = "", **kwargs: Any) -> Any:
+        key, hashed = self._cache.write(source_code, extra)
+        return self._cache.load_by_key_path(key, self._name(source_code, hashed), **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache, name)
 
 
 def search_dimensions(spec: Any) -> list[dict[str, Any]]:

@@ -86,9 +86,9 @@ class HelionPipeline(TritonProgramPipeline):
             lacks_release(versions, "torch", (virtual_gpu.TORCH_VERSION,), feature) or \
             lacks_release(versions, "triton", (virtual_gpu.TRITON_VERSION,), feature)
 
-    def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
+    def _enter_language(self, stack: contextlib.ExitStack, execute: bool, path: str) -> None:
         from compiler.helion.kernels import HelionRecorder
-        self._helion = HelionRecorder(virtual=not execute)
+        self._helion = HelionRecorder(virtual=not execute, user_file=path)
         stack.enter_context(self._helion.installed())
 
     def _after_program(self, request: Request, bundle: Bundle) -> None:
@@ -144,15 +144,16 @@ class HelionPipeline(TritonProgramPipeline):
         return out
 
     def _file_names(self, record: Any, path: str) -> list[dict[str, str]]:
-        """Helion writes the Triton module it generates to a file named by its hash: the file every
-        location in the kernel's IR names. Its stages say which kernel of the user's that module is,
-        and which stage shows it (the compiler's text keeps the hashed name)."""
+        """The Triton module Helion generated is loaded from a file named after the user's file and
+        kernel (kernels.HelionRecorder._module_path): the file every location in the kernel's IR
+        names. Its stages say which kernel of the user's that module is, and which stage shows it."""
         for compiled, q in self._qualifiers():
             if compiled.module_file == record.source_file:
                 return [{"path": compiled.module_file, "file": os.path.basename(compiled.module_file),
                          "name": f"the Triton code Helion generated for your kernel {compiled.kernel}",
-                         "about": "Helion writes the module to a file named by its hash, and its lines link "
-                                  "to yours through Helion's # src[file:line] comments",
+                         "about": "the job names the module's file after your file and kernel (Helion "
+                                  "names it by its hash), and its lines link to yours through Helion's "
+                                  "# src[file:line] comments",
                          "stage": f"helion.triton_code:{q}", "stage_title": f"Triton code {q}"}]
         return super()._file_names(record, path)  # a plain Triton kernel of the program
 

@@ -159,7 +159,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
             stack.enter_context(capture.installed())
             stack.enter_context(recorder.installed())
             stack.enter_context(diagnostics_kept(self._diagnostics_file(workdir)))
-            self._enter_language(stack, execute)
+            self._enter_language(stack, execute, path)
 
             def explain(e: BaseException) -> UserError | None:
                 self._launched = recorder.seen
@@ -250,8 +250,8 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         virtual_gpu.install_compile_only_triton(target)
         return None
 
-    def _enter_language(self, stack: contextlib.ExitStack, execute: bool) -> None:
-        """Install what records the language's own steps while the program runs."""
+    def _enter_language(self, stack: contextlib.ExitStack, execute: bool, path: str) -> None:
+        """Install what records the language's own steps while the program (`path`) runs."""
 
     def _kernel_source(self, record: Any, path: str) -> tuple[str, tuple[str, int] | None, Any]:
         """(the file the kernel's compiler locations name, its source and first line when it is

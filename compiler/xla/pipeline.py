@@ -167,6 +167,7 @@ class XlaPipeline(Pipeline):
 
     options = _OPTIONS
     stablehlo_note = ""  # how the StableHLO stage was made from the input
+    echoes_input = True  # an `xla.input` stage: the module exactly as XLA received it (the editor's text)
 
     # --- the input language's hooks ---------------------------------------------------------
 
@@ -284,8 +285,9 @@ class XlaPipeline(Pipeline):
     def _run(self, request: Request, ctx: JobContext, work: str) -> None:
         bundle = ctx.bundle
         lines = request.source.count("\n") + 1
-        bundle.add("xla.input", "Input", "Input", self.lexer, request.source,
-                   source_map=[[n, n] for n in range(1, lines + 1)])
+        if self.echoes_input:
+            bundle.add("xla.input", "Input", "Input", self.lexer, request.source,
+                       source_map=[[n, n] for n in range(1, lines + 1)])
         result = self._compile(request, work, ctx)
         target = result.get("target", "cpu")
         gpu = get_xla_gpu_target(target) if target != "cpu" else None
@@ -781,6 +783,7 @@ class JaxPipeline(XlaPipeline):
     source_markers = ("import jax", "from jax")
     example = JAX_EXAMPLE
     stablehlo_note = "jax.jit(fn).lower(*example_args).as_text(debug_info=True)"
+    echoes_input = False  # the input is the editor's Python, not a module XLA received
     # A source that binds neither runs as written (user_code.runs_as_written): a program.
     convention = frozenset({"fn", "example_args"})
 
