@@ -34,6 +34,14 @@ class Item:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def parts(self) -> tuple[str, str]:
+        """Its words, and apart the lines they end with ("(line 7)", as _lines_text wrote them),
+        which the page strikes through once an edit makes the results stale."""
+        said = _lines_text(self.lines)
+        if said and self.text.endswith(said):
+            return self.text[:-len(said)], said.strip()
+        return self.text, ""
+
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word if n == 1 else word + 's'}"

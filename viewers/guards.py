@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from compiler import formats
-from viewers.cells import na
+from viewers.cells import breakable, na
 
 
 def _line(line: int | None) -> str:
@@ -25,12 +25,6 @@ def _line(line: int | None) -> str:
 _NOT_FOUND = "not found among that compile's guards"
 _NO_LINE = "no line of your code: the guard was not found among that compile's guards, or Dynamo printed no line"
 _NOT_SAID = "PyTorch's reason does not say"
-
-
-def _kind(kind: str) -> str:
-    """A guard's kind (DIMENSION_DYNAMIC_MARKING_GUARD), free to break after each underscore in a
-    narrow pane."""
-    return escape(kind).replace("_", "_<wbr>")
 
 
 def _input(g: formats.GuardRecord) -> str:
@@ -67,7 +61,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
         rows = "".join(
             f'<tr class="failed-guard" data-earlier="{escape(f.compile_id)}"><td>{escape(f.compile_id)}</td>'
             f'<td class="meaning">{escape(f.meaning)}</td><td><code>{escape(f.input)}</code></td>'
-            f'<td>{_kind(f.kind) or na(_NOT_FOUND)}</td><td>{_line(f.line) or na(_NO_LINE)}</td>'
+            f'<td>{breakable(f.kind) or na(_NOT_FOUND)}</td><td>{_line(f.line) or na(_NO_LINE)}</td>'
             f'<td class="before">{escape(f.before) or na(_NOT_SAID)}</td>'
             f'<td class="after">{escape(f.after) or na(_NOT_SAID)}</td>'
             f'<td class="reason"><code>{escape(f.reason.splitlines()[0])}</code></td></tr>' for f in data.recompile)
@@ -83,7 +77,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
             continue
         rows = "".join(
             f'<tr class="guard" data-kind="{escape(g.kind)}"><td>{_input(g)}</td>'
-            f'<td>{escape(g.meaning)}</td><td>{_kind(g.kind)}</td>'
+            f'<td>{escape(g.meaning)}</td><td>{breakable(g.kind)}</td>'
             f'<td>{_installed_at(g)}</td><td class="check"><code>{escape(g.check)}</code>'
             + (f'<br><span class="hint">{escape(g.hint)}</span>' if g.hint else "") + "</td></tr>"
             for g in members)

@@ -22,12 +22,6 @@ from compiler.formats import binary_size
 from viewers import cells
 
 
-def _breakable(name: str) -> str:
-    """A kernel's name, escaped, that wraps after its underscores (`triton_per_fused_` / `native_
-    layer_norm_0.0`) rather than inside a word."""
-    return escape(name).replace("_", "_<wbr>")
-
-
 def _na(why: str = "not reported") -> str:
     return cells.na(why)
 
@@ -157,7 +151,7 @@ def _host_table(data: formats.KernelResources) -> str:
     """Inductor's kernels for the host CPU: each kernel and the lines it came from. Registers,
     spills, shared memory and occupancy are a GPU kernel's figures: the table has no such column."""
     rows = "".join(f'<tr class="kernel" data-kernel="{escape(k.kernel)}"><td><a href="#stage='
-                   f'{quote(k.stage, safe="")}">{_breakable(k.kernel)}</a></td>{_lines(k.lines)}</tr>'
+                   f'{quote(k.stage, safe="")}">{cells.breakable(k.kernel)}</a></td>{_lines(k.lines)}</tr>'
                    for k in data.kernels)
     n = len(data.kernels)
     columns = (("kernel", "the kernel; its name opens its code"), _COLUMNS[1])
@@ -187,7 +181,7 @@ def render(text: str, meta: dict[str, Any]) -> str:
     for k in sorted(data.kernels, key=lambda k: order[k.kernel]):
         rows.append(
             f'<tr class="kernel{" spills" if k.spills else ""}" data-kernel="{escape(k.kernel)}">'
-            f'<td><a href="#stage={quote(k.stage, safe="")}">{_breakable(k.kernel)}</a>'
+            f'<td><a href="#stage={quote(k.stage, safe="")}">{cells.breakable(k.kernel)}</a>'
             + (' <span class="badge spill-flag" title="ptxas moved registers to local memory">spills</span>'
                if k.spills else "")
             + f'</td>{_lines(k.lines)}' + ("" if one_target else f'<td>{escape(k.target)}</td>')
