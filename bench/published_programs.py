@@ -10,7 +10,8 @@ Prints per family: how many programs ended done, failed or were refused, with th
 ones compiled (Triton PTX and SASS, CuTe PTX); the median job wall time in the sandbox with its
 range (min-max) over the family's programs; and every failure's message. For the families that run
 on the host (no GPU target: PyTorch's, JAX's), each program is also run cold as `python FILE` in
-this run, and the job's wall time divided by that plain run's is printed (median and range).
+this run, and the job's wall time divided by that plain run's is printed (median and range); their
+jobs run back to back, each submitted once the previous ended and a spare worker is ready.
 """
 from __future__ import annotations
 
@@ -54,6 +55,22 @@ def plain_run_s(path: str, timeout_s: float = 900) -> float | None:
         except subprocess.TimeoutExpired:
             return None
         return time.perf_counter() - started if done.returncode == 0 else None
+
+
+def wait_for_spare(runner, language: str, timeout_s: float = 300) -> None:
+    """Until a spare worker of `language` is ready (none kept for it: at once)."""
+    from compiler import registry
+    from service.spares import key_language
+    deadline = time.monotonic() + timeout_s
+    keeps = runner.config.spare_workers > 0 and bool(registry.get(language).prewarm_modules)
+    while keeps and time.monotonic() < deadline:
+        if any(key_language(key) == language and one["ready"] for key, one in runner.spares.report().items()):
+            return
+        time.sleep(0.2)
+
+
+def ended(key: tuple[str, str], status: str) -> str:
+    return f"{status}: {key[0]}/{os.path.basename(key[1])}"
 
 
 def spread(values: list[float]) -> str:
@@ -102,18 +119,23 @@ def main() -> None:
     client = app.test_client()
     ids: dict[tuple[str, str], str] = {}
     refused: dict[tuple[str, str], str] = {}
+    jobs: dict[tuple[str, str], dict] = {}
     started = time.perf_counter()
     for name, files in programs.items():
         fam = by_name[name]
         for path in files:
+            if on_host(fam):  # back to back, each on a warm worker: what the ratio to a plain run is of
+                wait_for_spare(svc.runner, fam.language)
             with open(path, encoding="utf-8") as f:
                 body = {"language": fam.language, "source": f.read(), "options": dict(fam.options)}
             response = client.post("/api/compile", json=body)
-            if response.status_code in (200, 202):
-                ids[(name, path)] = response.get_json()["job"]
-            else:
+            if response.status_code not in (200, 202):
                 refused[(name, path)] = str((response.get_json() or {}).get("error", response.status_code))
-    jobs = wait_all(client, ids, lambda key, status: f"{status}: {key[0]}/{os.path.basename(key[1])}")
+            elif on_host(fam):
+                jobs.update(wait_all(client, {(name, path): response.get_json()["job"]}, ended))
+            else:
+                ids[(name, path)] = response.get_json()["job"]
+    jobs.update(wait_all(client, ids, ended))
     total_s = time.perf_counter() - started
     svc.runner.shutdown()
     shutil.rmtree(config["data_dir"], ignore_errors=True)

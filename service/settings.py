@@ -101,7 +101,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spare_workers", 2, "Sandboxed job processes kept started per language, each waiting for exactly one "
                                 "job with its compiler imported and warmed up on irscope's own code (PyTorch: a "
                                 "compile, then a reset; nothing of it reaches the job; as many again for jobs on "
-                                "the virtual cuda:sm_90, which install that device before their warm-up); a taken "
+                                "the virtual cuda:sm_90, which install that device before their warm-up; HLO, "
+                                "StableHLO and JAX: XLA's child process with jax imported, given the job's device "
+                                "count when the job arrives); a taken "
                                 "one is replaced at once, so back-to-back jobs find one ready. One spare of any "
                                 "language warms up at a time, the languages in the order of `languages` (0: start "
                                 "every job's process on demand)."),

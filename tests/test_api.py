@@ -163,7 +163,7 @@ DEFAULT_JOB_TIMINGS = {
 }
 
 
-def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged():
+def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged(tmp_path):
     """The Timings tab says what each figure measures and in what unit, never a raw key; medians
     come with their spread; a compiled call slower than eager says so, flagged; a heading always
     has something under it."""
@@ -181,6 +181,15 @@ def test_timings_are_figures_in_words_with_their_units_and_slower_is_flagged():
     far = dict(DEFAULT_JOB_TIMINGS["run"], eager_ms=0.457, eager_iqr_ms=0.05, compiled_ms=43.83,
                compiled_iqr_ms=0.4, speedup=0.01)
     assert "<b>compiled 95.9× slower than eager</b>" in timings.render({"run": far})
+    # the job bar's line and its unfolded list say the same ratio (the list said "0.01× eager's speed")
+    from app import create_app
+    flask_app = create_app({"data_dir": str(tmp_path / "var"), "languages": "fake", "workers": 1,
+                            "warm_toolchain_cache": False})
+    try:
+        bar = flask_app.jinja_env.get_template("_timings.html").render(job={"timings": {"run": far}})
+    finally:
+        flask_app.extensions["irscope"].runner.shutdown()
+    assert bar.count("compiled 95.9× slower than eager") == 2 and "eager's speed" not in bar, bar
     # ... and as it was measured, eager's blocks ± 63.7 ms around a median of 0.457 ms: no verdict
     busy = dict(far, eager_iqr_ms=63.7)
     from compiler import formats

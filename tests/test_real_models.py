@@ -117,7 +117,8 @@ def _program(source: str, tmp_path):
 
 
 def test_kernelbench_inputs_are_sized_on_fake_tensors_without_allocating(tmp_path):
-    from compiler.pytorch import compile_only, entry_points
+    from compiler.kernels import compile_only
+    from compiler.pytorch import entry_points
     program = _program(KERNELBENCH_12GB, tmp_path)
     assert program.convention == entry_points.KERNELBENCH and program.builds_inputs
     mode = compile_only.fake_mode()
@@ -137,7 +138,8 @@ def test_kernelbench_inputs_are_sized_on_fake_tensors_without_allocating(tmp_pat
 
 
 def test_kernelbench_keyword_arguments_and_parameter_sizes(tmp_path):
-    from compiler.pytorch import compile_only, entry_points
+    from compiler.kernels import compile_only
+    from compiler.pytorch import entry_points
     program = _program(KERNELBENCH_KWARGS, tmp_path)
     model, inputs = program.build(compile_only.fake_mode())
     assert model.norm.num_groups == 4 and model.conv.in_channels == 16
@@ -155,7 +157,8 @@ def test_the_estimated_peak_decides_and_is_said(tmp_path):
     convolution whose input (1 GiB) fits but whose output (8 GiB) does not compiles only, and the
     sentence names the estimate; a small model runs, and a float64 reference that alone would not
     fit is left out, saying so; a model fake tensors cannot run falls back to its sizes."""
-    from compiler.pytorch import compile_only, entry_points, measure, peak_memory
+    from compiler.kernels import compile_only
+    from compiler.pytorch import entry_points, measure, peak_memory
     program = _program(KERNELBENCH_ACTIVATIONS, tmp_path)
     mode = compile_only.fake_mode()
     model, inputs = program.build(mode)
@@ -193,7 +196,7 @@ def test_models_become_fake_whether_built_fake_or_real():
     Parameter stays one with its requires_grad, and a parameter shared by two layers stays shared."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from compiler.pytorch import compile_only
+    from compiler.kernels import compile_only
     mode = compile_only.fake_mode()
     with mode:
         built_fake = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
@@ -245,7 +248,7 @@ def test_an_allocation_no_machine_can_make_is_a_memory_limit_naming_line_and_set
 
 
 def test_compile_only_relies_on_these_pytorch_names():
-    """compiler/pytorch/compile_only.py and estimates.py use these pieces of torch 2.13; an upgrade
+    """compiler/kernels/compile_only.py and compiler/pytorch/estimates.py use these pieces of torch 2.13; an upgrade
     that moves one breaks this test first."""
     import inspect
 

@@ -122,7 +122,7 @@ import torch
 virtual_gpu.install_virtual_cuda(get_target("cuda:sm_90"), runtime)
 assert torch.cuda.get_device_capability() == (9, 0)
 assert torch._C._accelerator_getAccelerator() == torch.device("cuda")
-from compiler.pytorch import compile_only
+from compiler.kernels import compile_only
 from compiler.kernels.capture import KernelCapture
 from compiler.model import JobSettings
 mode = compile_only.fake_mode()

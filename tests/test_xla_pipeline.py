@@ -11,7 +11,7 @@ import pytest
 from compiler import registry
 from compiler.model import Request
 from compiler.pipeline import Bundle, JobContext, OptionError, UserError
-from compiler.xla import hlo_text
+from compiler.xla import child_process, hlo_text
 
 pytestmark = pytest.mark.slow  # each test compiles with XLA in a child process
 
@@ -504,3 +504,142 @@ def test_a_jax_program_that_compiles_nothing_says_so(tmp_path):
     assert info.value.error.kind == "InputError"
     assert info.value.error.message.startswith("the program ran to its end and compiled no function of its own")
     assert "operations it ran eagerly" in info.value.error.message
+
+
+# A program as JAX's sharding tutorials write one: a mesh over every device, an input laid out on it.
+SHARDED_PROGRAM = '''import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+
+@jax.jit
+def column_sums(a):
+    return (a * 2.0).sum(axis=0)
+
+
+def main():
+    devices = jax.devices()
+    print("devices", len(devices))
+    mesh = Mesh(devices, ("rows",))
+    x = jax.device_put(jnp.arange(64.0).reshape(16, 4), NamedSharding(mesh, P("rows")))
+    print(column_sums(x))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+# Set before `import jax`, as people turn on 64-bit floats: JAX reads it when it is imported; set
+# after, it is only a variable.
+X64_PROGRAM = '''import os
+os.environ["JAX_ENABLE_X64"] = "1"
+
+import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def double(x):
+    return x * 2
+
+
+print(double(jnp.arange(4.0)).dtype)
+'''
+X64_TOO_LATE = X64_PROGRAM.replace('os.environ["JAX_ENABLE_X64"] = "1"\n\nimport jax\n',
+                                   'import jax\n\nos.environ["JAX_ENABLE_X64"] = "1"\n')
+
+
+def test_a_spares_child_started_ahead_compiles_what_a_child_started_for_the_job_does(tmp_path):
+    """A spare's XLA child imports jax before its job exists (compiler/xla/child_process.py); the
+    job's device count still reaches XLA (XLA_FLAGS, read when its first client starts) and every
+    stage is what a child started for the job makes. A JAX_* variable the program sets before its
+    `import jax` reaches JAX in either child, as in a plain run; set after, it does not."""
+    pipeline = registry.get("jax")
+    os.makedirs(tmp_path / "spare")
+    pipeline.prepare_spare(str(tmp_path / "spare"), "")
+    ahead = pipeline._ahead
+    assert ahead is not None and ahead.ready
+    served = compile_source("jax", SHARDED_PROGRAM, str(tmp_path / "ahead"), devices=4)
+    assert pipeline._ahead is None and ahead.proc.returncode == 0  # it ran the job and ended
+    fresh = compile_source("jax", SHARDED_PROGRAM, str(tmp_path / "fresh"), devices=4)
+    assert served.manifest.timings["compile"]["child_process"] == child_process.AHEAD
+    assert fresh.manifest.timings["compile"]["child_process"] == child_process.FOR_THE_JOB
+    for result in (served, fresh):
+        assert "devices 4" in result.text("run.stdout"), result.text("run.stdout")
+        assert "num_partitions=4" in result.text("xla.optimized:jit_column_sums")
+    for key in ("xla.stablehlo:jit_column_sums", "xla.optimized:jit_column_sums", "xla.schedule:jit_column_sums"):
+        # (the locations name the program's file in each job's own work directory)
+        texts = [re.sub(r"/(ahead|fresh)/xla-\w+/", "/job/", r.text(key)) for r in (served, fresh)]
+        assert texts[0] == texts[1], key
+        assert key != "xla.stablehlo:jit_column_sums" or "/job/user_program.py" in texts[0]
+
+    pipeline.prepare_spare(str(tmp_path / "spare"), "")
+    ahead = pipeline._ahead
+    x64 = compile_source("jax", X64_PROGRAM, str(tmp_path / "x64"), devices=1)
+    assert ahead.proc.returncode == 0
+    assert x64.text("run.stdout").strip() == "float64"
+    assert "tensor<4xf64>" in x64.text("xla.stablehlo:jit_double")
+    late = compile_source("jax", X64_TOO_LATE, str(tmp_path / "late"), devices=1)
+    assert late.text("run.stdout").strip() == "float32"
+    assert "tensor<4xf32>" in late.text("xla.stablehlo:jit_double")
+
+
+def _waiting_children(under: str) -> list[int]:
+    """The processes of this host that are XLA children started ahead (compiler/xla/child_process.py)
+    by a sandbox of the server whose data directory is `under` (an ancestor's command line names it)."""
+    def read(pid: str, name: str) -> bytes:
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def ancestors_name(pid: str) -> bool:
+        for _ in range(64):
+            status = read(pid, "status")
+            parent = next((line.split()[1] for line in status.splitlines() if line.startswith(b"PPid:")), b"0")
+            pid = parent.decode()
+            if pid in ("0", "1"):
+                return False
+            if under.encode() in read(pid, "cmdline"):
+                return True
+        return False
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        args = read(pid, "cmdline").split(b"\0")
+        if b"compiler.xla.child" in args and b"--wait" in args and ancestors_name(pid):
+            found.append(int(pid))
+    return found
+
+
+def test_a_jax_job_is_served_by_a_spare_whose_child_was_started_ahead_and_none_outlives_the_server(tmp_path):
+    """Through the runner and its sandbox: a JAX spare starts its XLA child ahead, the job it is
+    handed runs there (pre-started, with the job's own device count), the next spare starts its own
+    child, and shutting the server down leaves no child behind."""
+    import time
+
+    from tests.conftest import make_app, stage_text, wait_job
+    app = make_app(tmp_path, languages="jax", workers=1, spare_workers=1)
+    runner = app.extensions["irscope"].runner
+    try:
+        # (a job takes a spare still warming up; on a busy host it warms up at a spare's CPU weight)
+        deadline = time.monotonic() + 300
+        while not _waiting_children(str(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_waiting_children(str(tmp_path))) == 1, runner.spares.report()
+        client = app.test_client()
+        response = client.post("/api/compile", json={"language": "jax", "source": SHARDED_PROGRAM,
+                                                     "options": {"devices": 4}})
+        job = wait_job(client, response.get_json()["job"])
+        assert job["status"] == "done", job["error"]
+        assert job["timings"]["job"]["worker"] == "pre-started"
+        assert job["timings"]["compile"]["child_process"] == child_process.AHEAD
+        assert "devices 4" in stage_text(client, job["id"], "run.stdout")
+        assert "num_partitions=4" in stage_text(client, job["id"], "xla.optimized:jit_column_sums")
+    finally:
+        runner.shutdown()
+    deadline = time.monotonic() + 10
+    while _waiting_children(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _waiting_children(str(tmp_path))

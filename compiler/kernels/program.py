@@ -21,9 +21,10 @@ import contextlib
 import os
 import re
 from typing import Any, Callable
+from unittest import mock
 
 from compiler.errors import ErrorKind
-from compiler.kernels import fake_modules
+from compiler.kernels import compile_only, fake_modules
 from compiler.kernels.capture import KernelCapture, diagnostics_kept, first_mlir_error, qualifiers
 from compiler.kernels.jit_location import jit_def_line, jit_file
 from compiler.kernels.launches import LaunchRecorder
@@ -150,6 +151,8 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
                     target_info.update(runtime.report())
                     bundle.timing("target", target_info)
                 stack.enter_context(checks.installed(self.check_libraries))  # checks, benchmarks: no values
+                # a torch.compile baseline compiles as it would, its graphs then run on the fake tensors
+                stack.enter_context(mock.patch.object(torch, "compile", compile_only.compiling_only(torch, checks)))
                 stack.enter_context(stopped_at_value_reads(path))  # a value read ends the program there
                 stack.enter_context(fake_modules.convertible())  # model.to(DEVICE) of a fake module
                 from torch._subclasses.fake_tensor import FakeTensorMode

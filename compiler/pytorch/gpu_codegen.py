@@ -3,7 +3,7 @@
 The pytorch pipeline uses this when its `target` option names a GPU and the worker has none. The
 virtual device (compiler/targets/virtual_gpu.py) makes PyTorch and Triton believe a CUDA device of
 the target's kind exists; the model and its inputs become fake tensors on it, and the job is a
-compile-only run (compiler/pytorch/compile_only.py): `torch.compile` runs as the source would run
+compile-only run (compiler/kernels/compile_only.py): `torch.compile` runs as the source would run
 it on that GPU, Dynamo, AOTAutograd (forward and backward) and Inductor produce their stages, and
 Inductor's generated module, as it loads, has Triton compile every autotune config of every kernel
 to PTX and SASS, each compilation captured like the triton language's kernels

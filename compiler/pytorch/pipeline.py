@@ -8,7 +8,7 @@ the source leaves them. A source that defines neither is a program that calls to
 itself: it runs as written, and every compile it makes is captured the same way (`_run_program`).
 
 A job either compiles and runs (then measures eager against compiled) or compiles only, on fake
-tensors (compiler/pytorch/compile_only.py): the `run` option, by default chosen from what the
+tensors (compiler/kernels/compile_only.py): the `run` option, by default chosen from what the
 inputs and parameters need against the worker's memory, and always on a virtual GPU
 (compiler/pytorch/gpu_codegen.py). The `run_mode` timing says which and why.
 """
@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from compiler import python_ast
 from compiler.errors import ErrorKind
-from compiler.kernels import fake_modules
+from compiler.kernels import compile_only, fake_modules
 from compiler.kernels.capture import KernelCapture
 from compiler.kernels.value_reads import is_value_read
 from compiler.kernels.virtual_checks import VirtualChecks
@@ -34,7 +34,6 @@ from compiler.pytorch import (
     artifact_logs,
     collectives,
     compile_index,
-    compile_only,
     entry_points,
     estimates,
     export,

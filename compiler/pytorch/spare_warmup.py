@@ -242,7 +242,7 @@ def _compile_once(torch: Any, on_virtual_gpu: bool = False) -> None:
     # as a job for the virtual GPU compiles: fake tensors on the device, Inductor's compile-only
     # backend. Without autograd: a joint graph on a CUDA device starts autograd's device thread,
     # and autograd then refuses to run in a process forked from this one (a spare template's job).
-    from compiler.pytorch import compile_only
+    from compiler.kernels import compile_only
     mode = compile_only.fake_mode()
     with mode:
         model, inputs = compile_only.to_device(block, (x,), "cuda")

@@ -3,10 +3,11 @@
 
 Tutorials, training loops and torchrun scripts make their own tensors, their own models and their
 own `torch.compile` calls. On a virtual device nothing can run, so the program runs as written
-under the compile-only fake mode (compiler/pytorch/compile_only.py): every tensor it makes is fake
+under the compile-only fake mode (compiler/kernels/compile_only.py): every tensor it makes is fake
 (shape, dtype, device; no values), and each Inductor compile it asks for goes through the same
 Inductor backend with the inner compile that lets a compiled graph take fake inputs
-(`compile_only.inductor_backend`, built from the call's own `mode`, `options` and `dynamic`).
+(`compile_only.compiling_only`: `inductor_backend`, built from the call's own `mode`, `options` and
+`dynamic`).
 Everything Dynamo, AOTAutograd and Inductor write is the compilers' own, captured from their trace.
 
 What cannot happen without values is said, never invented, each a notice at the user's line
@@ -28,9 +29,6 @@ from unittest import mock
 
 from compiler.kernels.virtual_checks import VirtualChecks
 
-NOT_AUTOTUNED = ("max-autotune benchmarks candidate kernels on real tensors, and a virtual GPU runs nothing: this "
-                 "call compiled with Inductor's default kernel choices (mode=None), every stage otherwise as asked")
-
 
 @contextlib.contextmanager
 def installed(checks: VirtualChecks, modules: list[Any], torch: Any, virtual_gpu: bool) -> Iterator[None]:
@@ -38,23 +36,7 @@ def installed(checks: VirtualChecks, modules: list[Any], torch: Any, virtual_gpu
     appended to `modules`; comparisons not made and CUDA events timing nothing (`checks`); on a
     virtual GPU, `synchronize` waiting for nothing and rank 0's set_device accepted; each a notice
     in `checks`."""
-    from compiler.pytorch import compile_only
-
-    original_compile = torch.compile
-
-    def compile(model: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if model is None:  # @torch.compile(mode=...): the decorator form
-            return lambda fn: compile(fn, *args, **kwargs)
-        if kwargs.get("backend", "inductor") == "inductor":  # torch.compile's arguments are keywords
-            mode, options = kwargs.pop("mode", None), kwargs.pop("options", None)
-            if mode is not None and str(mode).startswith("max-autotune"):
-                checks.note(f"torch.compile(mode={mode!r})", NOT_AUTOTUNED)
-                mode = None
-            kwargs["backend"] = compile_only.inductor_backend(mode, options, kwargs.get("dynamic"))
-        owner = getattr(model, "__self__", model)  # module.compile() compiles its bound _call_impl
-        if isinstance(owner, torch.nn.Module):
-            modules.append(owner)
-        return original_compile(model, *args, **kwargs)
+    from compiler.kernels import compile_only
 
     def synchronize(device: Any = None) -> None:
         checks.note("torch.cuda.synchronize", "nothing to wait for: nothing runs on a virtual GPU")
@@ -63,7 +45,7 @@ def installed(checks: VirtualChecks, modules: list[Any], torch: Any, virtual_gpu
         # rank 0's device (LOCAL_RANK 0) is the virtual GPU's one device, already current
         pass
 
-    patches = [(torch, "compile", compile)]
+    patches = [(torch, "compile", compile_only.compiling_only(torch, checks, modules))]
     if virtual_gpu:
         from compiler.targets.virtual_gpu import STREAMS
         patches += [(torch.cuda, "synchronize", synchronize), (torch.cuda, "set_device", set_device)]

@@ -9,7 +9,7 @@ collectives and `dist.*` then run as pasted, and `torch.compile` traces and comp
 program, collectives included, as it would on a cluster: rank 0 alone is compiled, so the compile
 does not grow with the world.
 
-The source runs under the compile-only fake mode (compiler/pytorch/compile_only.py): a mesh's rank
+The source runs under the compile-only fake mode (compiler/kernels/compile_only.py): a mesh's rank
 layout is the one tensor that must hold values (DeviceMesh reads it), so `init_device_mesh` builds it
 outside the fake mode. A source that initialises the process group itself is answered by irscope's
 world when it asks for the same size, and gets a sentence naming its line otherwise.

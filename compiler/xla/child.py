@@ -27,7 +27,7 @@ import traceback
 from typing import Any
 
 from compiler.errors import ErrorKind
-from compiler.xla import hlo_text
+from compiler.xla import child_process, hlo_text, jax_variables
 from compiler.xla.errors import hlo_error_line, input_names
 from compiler.xla.jaxlib_hlo import hlo_bindings
 
@@ -123,7 +123,8 @@ def lower_jax(job: dict[str, Any]) -> dict[str, Any]:
         return _lower_program(job, path, settings)
     phase("running your program")
     try:
-        namespace, printed = user_code.run_user_file(path, settings)
+        with jax_variables.until_the_program_imports_jax():
+            namespace, printed = user_code.run_user_file(path, settings)
     except UserError as e:
         raise ChildError(e.error.kind, e.error.message, e.error.line) from None
     fn, args = namespace.get("fn"), namespace.get("example_args")
@@ -298,9 +299,10 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
     sink = user_code.CappedText(settings.output_bytes)
     t0 = time.perf_counter()
     if capture is None:
-        _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
+        with jax_variables.until_the_program_imports_jax():
+            _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
     else:
-        with capture:
+        with capture, jax_variables.until_the_program_imports_jax():
             _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
     run_ms = (time.perf_counter() - t0) * 1e3
     jax.config.update("jax_dump_ir_to", "")
@@ -739,5 +741,27 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def import_ahead() -> None:
+    """What every job's child imports, for a child started ahead of its job (child_process): jax and
+    the modules of it this child reads, the HLO bindings and irscope's own modules it uses. Only
+    the toolchain decides what they are; no backend starts."""
+    import jax  # noqa: F401
+    import jax.experimental.topologies  # noqa: F401
+    import jax.extend.backend  # noqa: F401
+    import jax.extend.mlir  # noqa: F401
+    import jax.numpy  # noqa: F401
+    from jax._src import compiler, source_info_util, traceback_util  # noqa: F401
+    from jax._src.interpreters import mlir  # noqa: F401
+    from jax._src.lib.mlir import ir  # noqa: F401
+
+    from compiler import user_code  # noqa: F401
+    from compiler.xla import source_map  # noqa: F401
+    hlo_bindings()
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == [child_process.WAIT_FLAG]:
+        import_ahead()
+        job_path = child_process.wait_for_job()
+        sys.exit(main([sys.argv[0], job_path]) if job_path else 0)
     sys.exit(main(sys.argv))

@@ -40,7 +40,9 @@ def rms_norm_pytorch(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -
 def check(m: int, n: int) -> None:
     x = torch.randn([m, n], device=DEVICE, dtype=HALF_DTYPE)
     weight = torch.randn([n], device=DEVICE, dtype=HALF_DTYPE)
-    run_example(rms_norm, rms_norm_pytorch, (x, weight, 1e-5))
+    # against the eager reference and the same reference compiled by torch.compile
+    baselines = {"torch": rms_norm_pytorch, "compile": torch.compile(rms_norm_pytorch)}
+    run_example(rms_norm, baselines, (x, weight, 1e-5))
     # against PyTorch's own module, moved to the device as a model would be
     module = torch.nn.RMSNorm(n, eps=1e-5).to(DEVICE).to(HALF_DTYPE)
     run_example(lambda x: rms_norm(x, module.weight), module, (x,), baseline_name="nn.RMSNorm")

@@ -13,9 +13,10 @@ backward graph, which AOTAutograd then compiles lazily exactly as in a real run.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from compiler.kernels.fake_modules import convert_by_assignment
+from compiler.kernels.virtual_checks import VirtualChecks
 
 NOTE = ("compile-only: the inputs and parameters are fake tensors (shape, stride, dtype, device; no values). "
         "Dynamo, AOTAutograd and Inductor compiled every graph exactly as for real tensors of these shapes; "
@@ -77,6 +78,35 @@ def inductor_backend(mode: str | None, options: dict[str, Any] | None, dynamic: 
                                          compile_region_name=self.name)
 
     return CompileOnlyInductor(mode, options, dynamic)
+
+
+NOT_AUTOTUNED = ("max-autotune benchmarks candidate kernels on real tensors, and a virtual GPU runs nothing: this "
+                 "call compiled with Inductor's default kernel choices (mode=None), every stage otherwise as asked")
+
+
+def compiling_only(torch: Any, checks: VirtualChecks, modules: list[Any] | None = None) -> Callable[..., Any]:
+    """`torch.compile` for a program run as written on fake tensors (a PyTorch script on a virtual GPU
+    or in a virtual world; a kernel program's torch.compile baselines): each Inductor compile it
+    asks for goes through `inductor_backend`, from the call's own `mode`, `options` and `dynamic`,
+    so its compiled graphs take the fake tensors; max-autotune, which times candidates, compiles
+    with Inductor's defaults, a notice at its line (`checks`). Each nn.Module compiled is appended
+    to `modules`."""
+    original_compile = torch.compile
+
+    def compile(model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if model is None:  # @torch.compile(mode=...): the decorator form
+            return lambda fn: compile(fn, *args, **kwargs)
+        if kwargs.get("backend", "inductor") == "inductor":  # torch.compile's arguments are keywords
+            mode, options = kwargs.pop("mode", None), kwargs.pop("options", None)
+            if mode is not None and str(mode).startswith("max-autotune"):
+                checks.note(f"torch.compile(mode={mode!r})", NOT_AUTOTUNED)
+                mode = None
+            kwargs["backend"] = inductor_backend(mode, options, kwargs.get("dynamic"))
+        owner = getattr(model, "__self__", model)  # module.compile() compiles its bound _call_impl
+        if modules is not None and isinstance(owner, torch.nn.Module):
+            modules.append(owner)
+        return original_compile(model, *args, **kwargs)
+    return compile
 
 
 def _inner_compile(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
