@@ -93,9 +93,6 @@ _LABELS: dict[str, tuple[str, str]] = {
     "seconds_per_side": ("time given to timing each side", "s"),
     "profile_s": ("time spent profiling one call of each side", "s"),
     "float64_reference": ("float64 reference of the accuracy check", ""),
-    # compile (compiler/xla/pipeline.py)
-    "child_process_ms": ("XLA's child process, from its job to its result", "ms"),
-    "child_process": ("XLA's child process", ""),
     "spread_ms": ("spread of the timed runs (slowest − fastest)", "ms"),
     "min_ms": ("fastest timed run", "ms"),
     "max_ms": ("slowest timed run", "ms"),
@@ -104,6 +101,9 @@ _LABELS: dict[str, tuple[str, str]] = {
     "inputs": ("inputs", ""),
     "skipped": ("not timed", ""),
     "not_measured": ("left out (the job's time ran short)", ""),
+    # compile (compiler/xla/pipeline.py)
+    "child_process_ms": ("XLA's child process, from its job to its result", "ms"),
+    "child_process": ("XLA's child process", ""),
     # run_mode (compiler/pytorch/entry_points.py: RunMode)
     "mode": ("run mode", ""),
     "requested": ("run mode asked for", ""),
