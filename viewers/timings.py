@@ -101,9 +101,6 @@ _LABELS: dict[str, tuple[str, str]] = {
     "inputs": ("inputs", ""),
     "skipped": ("not timed", ""),
     "not_measured": ("left out (the job's time ran short)", ""),
-    # compile (compiler/xla/pipeline.py)
-    "child_process_ms": ("XLA's child process, from its job to its result", "ms"),
-    "child_process": ("XLA's child process", ""),
     # run_mode (compiler/pytorch/entry_points.py: RunMode)
     "mode": ("run mode", ""),
     "requested": ("run mode asked for", ""),
