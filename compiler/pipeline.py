@@ -212,7 +212,9 @@ class Pipeline:
 
     def environment(self, request: Request, workdir: str) -> dict[str, str]:
         """Variables the worker sets before `run` (and so before the compiler is imported):
-        TORCH_TRACE, XLA_FLAGS and the like. `workdir` is the job's private scratch directory."""
+        TORCH_TRACE, TRITON_CACHE_DIR and the like (the XLA pipelines set theirs on their child
+        process instead: compiler/xla/child_process.py). `workdir` is the job's private scratch
+        directory."""
         return {}
 
     def spare_kind(self, request: Request) -> str | None:
