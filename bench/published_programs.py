@@ -16,6 +16,7 @@ jobs run back to back, each submitted once the previous ended and a spare worker
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import statistics
@@ -88,6 +89,8 @@ def main() -> None:
                         "(repeatable; default: every family that has programs)")
     parser.add_argument("--dir", help="a directory of programs to run as the one --family given (its language "
                                       "and options)")
+    parser.add_argument("--target", help="the target of every job instead of the family's (examples written for "
+                                         "another GPU, e.g. cuda:sm_100 for Blackwell's)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--spares", type=int, default=1, help="spare job processes per language")
     parser.add_argument("--insecure-no-sandbox", action="store_true")
@@ -103,6 +106,8 @@ def main() -> None:
             programs[fam.name] = found
     if not programs:
         raise SystemExit("no programs found")
+    if args.target:
+        chosen = [dataclasses.replace(fam, options={**fam.options, "target": args.target}) for fam in chosen]
     by_name = {fam.name: fam for fam in chosen}
     languages = sorted({by_name[name].language for name in programs})
     total = sum(len(files) for files in programs.values())

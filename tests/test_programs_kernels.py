@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import pytest
 
 from compiler.kernels.value_reads import STOPPED
-from compiler.kernels.virtual_checks import EVENT_NOT_TIMED, NOT_COMPARED, NOT_TIMED
+from compiler.kernels.virtual_checks import (
+    EVENT_NOT_TIMED,
+    GRAPH_NOT_REPLAYED,
+    NOT_COMPARED,
+    NOT_PROFILED,
+    NOT_TIMED,
+    PROFILE_NOT_WRITTEN,
+)
 from tests.conftest import make_app, needs_bwrap, seed_kernel_toolchain_cache, stage_text, wait_job
 from tests.programs.families import HERE, family
 
@@ -31,6 +38,7 @@ class Expect:
     kernels: tuple[str, ...]  # each compiled to PTX and SASS (Triton's kernel names; CuTe's @cute.jit functions)
     notices: tuple[tuple[str, str], ...] = ()  # (the line's text, the notice), in the order the program ran them
     stopped_at: str = ""  # the line where reading a fake tensor's value ended the program
+    stopped_by: str = STOPPED  # the notice of that line: why it ended there
 
 
 PROGRAMS: dict[str, Expect] = {
@@ -55,7 +63,9 @@ PROGRAMS: dict[str, Expect] = {
         ("torch.testing.assert_close(c, a @ b.T", "torch.testing.assert_close: " + NOT_COMPARED),
         ("ms = triton.testing.do_bench(fn)", "triton.testing.do_bench: " + NOT_TIMED),
         # the loop's second do_bench is the same notice at the same line: said once
-        ('("cublas", lambda: cublas.matmul(a, b, c_ref))', "cuBLAS CublasLt.matmul: not run"))),
+        ('("cublas", lambda: cublas.matmul(a, b, c_ref))', "cuBLAS CublasLt.matmul: not run"),
+        ('proton.start("matmul_tma", hook="triton")', "triton.profiler.start: " + NOT_PROFILED)),
+        stopped_at="import triton.profiler.viewer as proton_viewer", stopped_by=PROFILE_NOT_WRITTEN),
     "triton/seeded_dropout.py": Expect(("seeded_dropout_kernel",), (
         ('assert torch.equal(a, b), "the same seed gives the same mask"', "torch.equal: " + NOT_COMPARED),
         ('print(f"dropout: {start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
@@ -74,8 +84,11 @@ PROGRAMS: dict[str, Expect] = {
         ("run_example(sum_rows,", "helion._testing.run_example"),
         ("run_example(mean_rows,", "helion._testing.run_example"),
         ("run_example(long_sum,", "helion._testing.run_example"))),
-    "helion/elementwise.py": Expect(("_helion_add", "_helion_swiglu_fwd", "_helion_swiglu_bwd"), (
+    # leaky_relu compares a half-precision tile with 0: Inductor's lowering rounds the scalar to the
+    # tensor's dtype with torch.tensor(0, dtype=...).item(), on the device under Helion's compile
+    "helion/elementwise.py": Expect(("_helion_add", "_helion_leaky_relu", "_helion_swiglu_fwd", "_helion_swiglu_bwd"), (
         ("run_example(add, torch.add", "helion._testing.run_example"),
+        ("run_example(leaky_relu,", "helion._testing.run_example"),
         ("run_example(swiglu,", "helion._testing.run_example: helion, torch called once each, forward and "
                                 "backward"))),
     "helion/matmul.py": Expect(("_helion_matmul", "_helion_bmm"), (
@@ -96,8 +109,11 @@ PROGRAMS: dict[str, Expect] = {
         ("avg_us = testing.benchmark(compiled", "cutlass.cute.testing.benchmark: " + NOT_TIMED))),
     "cute/scale_events.py": Expect(("scale",), (
         ('print(f"{start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
-        ("assert torch.allclose(y, x * 2.0)", "torch.allclose: " + NOT_COMPARED))),
+        ("assert torch.allclose(y, x * 2.0)", "torch.allclose: " + NOT_COMPARED),
+        ("graph.replay()", "torch.cuda.CUDAGraph.replay: " + GRAPH_NOT_REPLAYED))),
     "cute/relu_item.py": Expect(("relu",), stopped_at="zeros = int((y == 0).sum().item())"),
+    # no kernel at all: two host functions (test_a_cute_function_without_a_kernel_...)
+    "cute/layouts_on_the_host.py": Expect(()),
     # a persistent grid sized by cutlass.utils.HardwareInfo, as CUTLASS's persistent GEMMs size theirs
     "cute/persistent_scale.py": Expect(("scale",), (
         ("sms = hardware_info.get_device_multiprocessor_count()", "cutlass.utils.HardwareInfo."
@@ -195,8 +211,9 @@ def test_program_ends_done_with_every_kernel_compiled(compiled, program):
             pattern = re.compile(rf"{prefix}\.{stage}:{re.escape(kernel)}(\.\d+)?$")
             assert any(pattern.match(key) for key in keys), (kernel, stage, keys)
     target = job["timings"]["target"]
-    assert target["virtual"] and ".target sm_90a" in compiled.text(program, next(
-        k for k in keys if k.startswith(f"{prefix}.ptx:")))
+    assert target["virtual"]
+    if expect.kernels:
+        assert ".target sm_90a" in compiled.text(program, next(k for k in keys if k.startswith(f"{prefix}.ptx:")))
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
@@ -204,7 +221,7 @@ def test_program_checks_and_benchmarks_are_notices_at_their_lines(compiled, prog
     expect = PROGRAMS[program]
     wanted = [(_line(program, text), said) for text, said in expect.notices]
     if expect.stopped_at:
-        wanted.append((_line(program, expect.stopped_at), STOPPED))
+        wanted.append((_line(program, expect.stopped_at), expect.stopped_by))
     keys = [stage["key"] for stage in compiled.jobs[program]["stages"]]
     if not wanted:
         assert "run.notices" not in keys
@@ -217,7 +234,26 @@ def test_program_checks_and_benchmarks_are_notices_at_their_lines(compiled, prog
         assert found, (line, said, notices)
         at = found[0] + 1
     if expect.stopped_at:  # the value read was the program's end: nothing after it ran
-        assert notices[-1].endswith(STOPPED) and at == len(notices)
+        assert notices[-1].endswith(expect.stopped_by) and at == len(notices)
+
+
+def test_a_cute_function_without_a_kernel_shows_its_host_ir_and_a_host_fake_tensor_stays_in_host_memory(compiled):
+    """A @cute.jit function that only prints layouts while CuTe traces it compiles a host function
+    and no kernel: its IR is the job's result (the job was "compiled no CuTe function" before). A
+    tensor the program makes under its own FakeTensorMode on the CPU reaches CuTe as PyTorch exports
+    it, in host memory, as on a GPU machine (it was exported as device memory, and CuTe refused to
+    print a device tensor from host code); the program's stream_sync after the call waits for nothing."""
+    program = "cute/layouts_on_the_host.py"
+    keys = [stage["key"] for stage in compiled.jobs[program]["stages"]]
+    assert [k for k in keys if k.startswith("cute.")] == [
+        "cute.ir:show_layouts", "cute.ir_clean:show_layouts", "cute.metadata:show_layouts",
+        "cute.ir:show_tensor", "cute.ir_clean:show_tensor", "cute.metadata:show_tensor", "cute.launches"]
+    assert "func.func @cutlass_show_layouts_False()" in compiled.text(program, "cute.ir_clean:show_layouts")
+    assert "!cute.memref<f32, generic" in compiled.text(program, "cute.ir:show_tensor")
+    stdout = compiled.text(program, "run.stdout")
+    assert "row-major (4,8):(8,1), its size 32" in stdout and "column-major (4,8):(1,4)" in stdout
+    meta = json.loads(compiled.text(program, "cute.metadata:show_tensor"))
+    assert meta["kernels"] == [] and meta["calls"][0]["how"] == "compiled function called"
 
 
 def test_cute_tensors_of_fake_ones_take_cutes_own_layout_marks_and_tvm_ffi_calls_are_recorded(compiled):

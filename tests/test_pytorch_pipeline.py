@@ -155,6 +155,8 @@ TRANSFORMER_SOFTMAX_LINE = 22
 # backward compiled for both, and a data-dependent branch that random numbers decide.
 SPARE_MODEL = '''import torch
 
+torch.manual_seed(0)  # which branch runs depends on the random values: the same in both workers
+
 
 class Net(torch.nn.Module):
     def __init__(self):

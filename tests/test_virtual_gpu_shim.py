@@ -42,6 +42,11 @@ def test_patched_torch_names_exist():
         assert hasattr(cuda.Worker, name) and hasattr(cuda, name), name
     for name in ("get_compute_capability", "is_available", "device_count", "synchronize"):
         assert hasattr(cuda, name), name
+    # a constant's move to the device: FakeTensor skips it where no device is available, and every op
+    # goes through FakeTensorMode.dispatch (virtual_gpu._keep_values_of_constants_moved_to_the_device)
+    assert "return self.dispatch(func, types, args, kwargs)" in inspect.getsource(
+        fake_tensor.FakeTensorMode.__torch_dispatch__)
+    assert "avoiding_device_init = True" in inspect.getsource(fake_tensor.FakeTensorMode._dispatch_impl)
     assert list(inspect.signature(fake_tensor.run_fallback_kernel).parameters) == [
         "fake_mode", "func", "flat_args", "args_spec", "orig_not_implemented_exception"]
     # AOTAutograd's .cuda() on functional tensors passes torch.cuda.current_device() (an index)
@@ -135,6 +140,14 @@ with mode:
     with capture.installed():
         compiled = torch.compile(torch.nn.ReLU(), backend=compile_only.inductor_backend(None, None, None))
         print("out", compiled(x.detach()).device)
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+with FakeTensorMode(shape_env=ShapeEnv()), torch.device("cuda"):  # as Helion compiles: its own mode, on the device
+    c = torch.tensor(0.1, dtype=torch.float16)
+    print("constant", c.device, c.item())  # the value as the device holds it, not an unknown SymFloat
+    print("derived", type(c + 1).__name__, (c + 1).device)  # ops on it stay fake, on the device
+    c[()].add_(1)  # a write through a view: the value is forgotten, not stale
+    print("written", type(c.item()).__name__)
 ptx = capture.ordered()[0].asm("ptx")
 print(re.search(r"\\.target (\\S+)", ptx).group(1))
 '''
@@ -142,4 +155,6 @@ print(re.search(r"\\.target (\\S+)", ptx).group(1))
     assert done.returncode == 0, done.stderr[-4000:]
     lines = done.stdout.strip().splitlines()
     assert "grad cuda:0 (8, 32)" in lines and "out cuda:0" in lines
+    assert "constant cuda:0 0.0999755859375" in lines  # 0.1 rounded to float16
+    assert "derived FakeTensor cuda:0" in lines and "written SymFloat" in lines
     assert lines[-1] == "sm_90a"

@@ -73,23 +73,27 @@ class CompiledFunction:
 
 
 def read_dump(directory: str) -> list[CompiledFunction]:
-    """Every function CuTe compiled into `directory`, in the order it compiled them."""
+    """Every function CuTe compiled into `directory`, in the order it compiled them: those with a
+    kernel (their PTX), and a `@cute.jit` function without one, whose host IR is all CuTe made."""
+    def read(path: str, binary: bool = False) -> Any:
+        if not os.path.exists(path):
+            return None
+        with open(path, "rb" if binary else "r", **({} if binary else {"encoding": "utf-8", "errors": "replace"})) as f:
+            return f.read()
+
+    ptx_paths = {os.path.basename(p).rsplit(".", 2)[0]: p for p in glob.glob(os.path.join(directory, "*.ptx"))}
+    ir_names = {os.path.basename(p)[len("cute_dsl_"):-len(".mlir")]
+                for p in glob.glob(os.path.join(directory, "cute_dsl_*.mlir"))}
+    # <name>.<arch>.ptx; cute_dsl_<name>.mlir as traced and cute_dsl_<name>_clean.mlir after the passes
+    host_only = {n for n in ir_names if not (n.endswith("_clean") and n[:-len("_clean")] in ir_names)}
     found = []
-    for ptx_path in glob.glob(os.path.join(directory, "*.ptx")):
-        stem = os.path.basename(ptx_path).rsplit(".", 2)[0]  # <name>.<arch>.ptx
-
-        def read(path: str, binary: bool = False) -> Any:
-            if not os.path.exists(path):
-                return None
-            with open(path, "rb" if binary else "r", **({} if binary else {"encoding": "utf-8",
-                                                                             "errors": "replace"})) as f:
-                return f.read()
-
+    for name in sorted(set(ptx_paths) | host_only):
+        ptx_path, ir_path = ptx_paths.get(name), os.path.join(directory, f"cute_dsl_{name}.mlir")
         found.append(CompiledFunction(
-            name=stem, ir=read(os.path.join(directory, f"cute_dsl_{stem}.mlir")),
-            ir_clean=read(os.path.join(directory, f"cute_dsl_{stem}_clean.mlir")),
-            ptx=read(ptx_path), cubin=read(ptx_path[:-len(".ptx")] + ".cubin", binary=True),
-            order=os.path.getmtime(ptx_path)))
+            name=name, ir=read(ir_path), ir_clean=read(os.path.join(directory, f"cute_dsl_{name}_clean.mlir")),
+            ptx=read(ptx_path) if ptx_path else None,
+            cubin=read(ptx_path[:-len(".ptx")] + ".cubin", binary=True) if ptx_path else None,
+            order=os.path.getmtime(ptx_path or ir_path)))
     return sorted(found, key=lambda c: (c.order, c.name))
 
 
@@ -270,7 +274,8 @@ class VirtualLaunches:
         def from_dlpack(tensor: Any, assumed_align: int | None = None, use_32bit_stride: bool = False,
                         **kwargs: Any) -> Any:
             from torch._subclasses.fake_tensor import FakeTensor
-            if not isinstance(tensor, FakeTensor):
+            if not isinstance(tensor, FakeTensor) or tensor.device.type != "cuda":
+                # a host FakeTensor (the program's own FakeTensorMode) PyTorch exports itself, as on a GPU
                 return real_from_dlpack(tensor, assumed_align, use_32bit_stride, **kwargs)
             exported = FakeDLPack(tensor)
             adapted = real_from_dlpack(exported, assumed_align, use_32bit_stride, **kwargs)

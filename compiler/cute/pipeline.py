@@ -173,7 +173,9 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
                                      message):
             message += ("\n(on a virtual target tensors are fake: shapes and dtypes only, no values; nothing "
                         "runs. Functions compiled before this line are shown.)")
-        return UserError(ErrorKind.CompileError if "DSL" in type(exc).__name__ else error.error.kind,
+        # CuTe's own compile errors are DSL...Error; its DSLCudaRuntimeError is a CUDA call that failed as it ran
+        compile_error = "DSL" in type(exc).__name__ and "Cuda" not in type(exc).__name__
+        return UserError(ErrorKind.CompileError if compile_error else error.error.kind,
                          (f"line {line}: " if line else "") + message, line)
 
 

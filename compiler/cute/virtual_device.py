@@ -2,6 +2,10 @@
 target, which has no driver and no device:
 
 - `cutlass.cuda.initialize_cuda_context()` (the driver's context on device 0): there is none, None;
+- `cutlass.cuda.stream_sync(stream)` (after a launch, as `torch.cuda.synchronize()`): nothing ran, so
+  there is nothing to wait for;
+- CUDA Python's `cuInit` and `cuDeviceGetCount` (`cuda.bindings.driver`, how CUTLASS's Blackwell
+  tutorials check for a GPU before they start): initialized, one device, as `torch.cuda` answers;
 - `cutlass.utils.HardwareInfo` (CUTLASS's persistent GEMMs size their grid, often a compile-time
   constant, with `get_max_active_clusters(cluster_size)`): the SM count and L2 size are the
   target's published figures (compiler/targets); the most clusters resident at once is estimated
@@ -26,9 +30,14 @@ def answered(target: GpuTarget, checks: Any) -> Iterator[None]:
     import cutlass.cuda
     import cutlass.utils
     import cutlass.utils.hardware_info as hardware_info
+    from cuda.bindings import driver
     info = _hardware_info_class(target, checks)
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(cutlass.cuda, "initialize_cuda_context", lambda *args, **kwargs: None))
+        stack.enter_context(mock.patch.object(cutlass.cuda, "stream_sync", lambda stream: None))
+        success = driver.CUresult.CUDA_SUCCESS
+        stack.enter_context(mock.patch.object(driver, "cuInit", lambda flags: (success,)))
+        stack.enter_context(mock.patch.object(driver, "cuDeviceGetCount", lambda: (success, 1)))
         stack.enter_context(mock.patch.object(cutlass.utils, "HardwareInfo", info))
         stack.enter_context(mock.patch.object(hardware_info, "HardwareInfo", info))
         yield

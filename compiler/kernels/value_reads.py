@@ -24,12 +24,14 @@ STOPPED = ("the program stopped here: it reads a value of a tensor, and on a vir
 
 
 class ValueRead(BaseException):
-    """The user's line read a value of a fake tensor (`what`: `.item()`, `bool()`, ...)."""
+    """The user's line read a value of a fake tensor (`what`: `.item()`, `bool()`, ...), or another
+    value only a run on the device makes (`said`: why the program stopped there)."""
 
-    def __init__(self, what: str, line: int | None):
-        super().__init__(f"{what} of a fake tensor at line {line}")
+    def __init__(self, what: str, line: int | None, said: str = STOPPED):
+        super().__init__(f"{what} at line {line}")
         self.what = what
         self.line = line
+        self.said = said
 
 
 def is_value_read(exc: BaseException) -> bool:

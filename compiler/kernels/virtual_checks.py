@@ -23,6 +23,10 @@ While such a program runs on a virtual target:
 - a vendor library's call (cuBLAS through Triton's `nvidia.cublas.CublasLt`, the tutorials'
   baseline) runs nothing and says so;
 - a `torch.cuda.Event` records nothing; `elapsed_time` is NaN, saying "not timed";
+- a CUDA graph (`torch.cuda.CUDAGraph`, captured in `torch.cuda.graph(...)`) captures nothing: the
+  calls made in the capture are compiled as any other; `replay()` runs nothing and says so;
+- Triton's profiler (proton) starts no session, saying "not profiled": its scopes are plain calls,
+  and a program that then imports its viewer to read the profile stops there (none was written);
 - Helion's `run_example` calls each kernel and baseline once on its arguments (and their backward
   once, with `bwd=True`), compares and times nothing, and says so.
 
@@ -31,7 +35,9 @@ Each is a notice with the user's line (`notices`), shown as the `run.notices` st
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import math
+import sys
 from typing import Any, Callable, Iterator
 from unittest import mock
 
@@ -39,6 +45,13 @@ from compiler.user_code import line_on_stack
 
 NOT_COMPARED = "not compared: nothing ran on the virtual GPU (its tensors are fake: shapes and dtypes, no values)"
 NOT_TIMED = "not timed: nothing ran on the virtual GPU; the function was called once, so its kernels compiled"
+NOT_PROFILED = ("not profiled: nothing ran on the virtual GPU, so Triton's profiler records nothing and writes no "
+                "profile; its scopes ran as plain calls")
+PROFILE_NOT_WRITTEN = ("the program stopped here: it reads the profile Triton's profiler writes after a run, and "
+                       "nothing ran on the virtual GPU, so none was written. What it compiled before this line is "
+                       "kept; nothing after this line ran")
+GRAPH_NOT_REPLAYED = ("not replayed: nothing ran on the virtual GPU; the calls made while capturing were compiled "
+                      "as they were made")
 EVENT_NOT_TIMED = "not timed: nothing ran on the virtual GPU, so no time passed between the events (NaN)"
 
 
@@ -79,8 +92,10 @@ class VirtualChecks:
         from compiler.kernels.value_reads import STOPPED, ValueRead, is_value_read
         if not is_value_read(exc):
             return False
-        line = exc.line if isinstance(exc, ValueRead) else user_code.user_line(exc, path)
-        self.note(exc.what if isinstance(exc, ValueRead) else "a tensor's value read", STOPPED, line)
+        if isinstance(exc, ValueRead):
+            self.note(exc.what, exc.said, exc.line)
+        else:
+            self.note("a tensor's value read", STOPPED, user_code.user_line(exc, path))
         return True
 
     @contextlib.contextmanager
@@ -95,6 +110,7 @@ class VirtualChecks:
             (torch.Tensor, "allclose", self._predicate("Tensor.allclose", torch.Tensor.allclose)),
             (torch.Tensor, "equal", self._predicate("Tensor.equal", torch.Tensor.equal)),
             (torch.cuda, "Event", self._event_class()),
+            *zip((torch.cuda, torch.cuda), ("CUDAGraph", "graph"), self._graph_classes()),
         ]
         if "triton" in libraries:
             import triton.testing
@@ -109,6 +125,7 @@ class VirtualChecks:
                 patches.append((nvidia.cublas, "CublasLt", self._library_class("cuBLAS", "CublasLt")))
             except ImportError:
                 pass
+            patches += self._profiler_patches()
         if "helion" in libraries:
             import helion._testing as helion_testing
             patches += [(helion_testing, "run_example", self._run_example),
@@ -130,7 +147,50 @@ class VirtualChecks:
             for owner, name, value in patches:
                 if hasattr(owner, name):
                     stack.enter_context(mock.patch.object(owner, name, value))
+            if "triton" in libraries:
+                stack.enter_context(self._profile_reads_stop())
             yield self
+
+    def _profiler_patches(self) -> list[tuple[Any, str, Any]]:
+        """Triton's profiler (proton, `import triton.profiler as proton`): `start` (and `@proton.profile`)
+        records nothing, saying "not profiled", so profiling stays off and its scopes are plain calls;
+        `activate`, `deactivate` and `finalize` have no session to act on."""
+        try:
+            import triton.profiler as proton
+        except ImportError:
+            return []
+
+        def start(name: Any = None, *args: Any, **kwargs: Any) -> int:
+            self.note("triton.profiler.start", NOT_PROFILED)
+            return 0
+
+        def no_session(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        # `proton.profile` calls its module's own `start`; the package holds the same names
+        owners = [proton, sys.modules.get("triton.profiler.profile")]
+        return [(owner, name, start if name == "start" else no_session)
+                for owner in owners if owner is not None for name in ("start", "activate", "deactivate", "finalize")]
+
+    @contextlib.contextmanager
+    def _profile_reads_stop(self) -> Iterator[None]:
+        """Importing Triton's profile viewer (`triton.profiler.viewer`, which reads the profile a
+        run wrote) ends the program there: no profile was written (value_reads.ValueRead)."""
+        from compiler.kernels.value_reads import ValueRead
+        checks = self
+
+        class ProfileReader(importlib.abc.MetaPathFinder):
+            def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+                if name == "triton.profiler.viewer":
+                    raise ValueRead("import triton.profiler.viewer", line_on_stack(checks.path), PROFILE_NOT_WRITTEN)
+                return None
+
+        reader = ProfileReader()
+        sys.meta_path.insert(0, reader)
+        try:
+            yield
+        finally:
+            sys.meta_path.remove(reader)
 
     def _comparison(self, name: str) -> Callable[..., None]:
         def compare(*args: Any, **kwargs: Any) -> None:
@@ -286,6 +346,44 @@ class VirtualChecks:
                 return math.nan
 
         return VirtualEvent
+
+    def _graph_classes(self) -> tuple[type, type]:
+        """`torch.cuda.CUDAGraph` and its capture context `torch.cuda.graph(g, stream=...)` on a virtual
+        GPU: the calls made while capturing are compiled and recorded as any other (nothing runs, so
+        nothing is captured), and `replay()` runs nothing, saying so."""
+        checks = self
+
+        class VirtualCUDAGraph:
+            def __init__(self, *args: Any, **kwargs: Any):
+                pass
+
+            def capture_begin(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+            def capture_end(self) -> None:
+                pass
+
+            def replay(self) -> None:
+                checks.note("torch.cuda.CUDAGraph.replay", GRAPH_NOT_REPLAYED)
+
+            def reset(self) -> None:
+                pass
+
+            def pool(self) -> tuple[int, int]:
+                return (0, 0)
+
+        class VirtualCapture:
+            def __init__(self, cuda_graph: Any, pool: Any = None, stream: Any = None, *args: Any, **kwargs: Any):
+                self.cuda_graph = cuda_graph
+
+            def __enter__(self) -> None:
+                self.cuda_graph.capture_begin()
+
+            def __exit__(self, *exc: object) -> None:
+                self.cuda_graph.capture_end()
+
+        VirtualCUDAGraph.__name__, VirtualCapture.__name__ = "CUDAGraph", "graph"
+        return VirtualCUDAGraph, VirtualCapture
 
     def _run_example(self, kernel_fn: Any, baseline_fn: Any, args: tuple, kernel_name: str = "helion",
                      baseline_name: str = "torch", **options: Any) -> dict[str, float]:

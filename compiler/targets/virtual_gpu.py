@@ -48,7 +48,8 @@ FIDELITY_NOTES = (
     "would make itself (scaled_dot_product_attention's backend among them) are the CPU build's.",
     "joint_graph_constant_folding is off: folding would evaluate constants on the CUDA device; for the same "
     "reason make_fx tracks no values of small constant tensors (code that reads one while tracing, .item() of a "
-    "constant, fails), where on a GPU it computes them there.",
+    "constant, fails), where on a GPU it computes them there. FakeTensor's own small constants moved to the "
+    "device (torch.tensor(0.1, device=\"cuda\")) keep their value for .item() only, converted on the CPU.",
     "The static CUDA launcher is off and compile_threads=1: kernels are compiled in-process so their "
     "IR stays reachable; launchers are never built, so Inductor's occupancy-driven RBLOCK halving (it reads "
     "register counts from the loaded kernel) does not run.",
@@ -523,6 +524,7 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
         return pytree.tree_map(to_fake, out)
 
     fake_tensor.run_fallback_kernel = fallback_on_cpu
+    _keep_values_of_constants_moved_to_the_device(fake_tensor)
 
     # 6. Inductor's kernels, as its generated module loads them: every autotune config is compiled
     #    (CachingAutotuner's plugin hook, called first in precompile), no launcher is built (that
@@ -549,6 +551,50 @@ def install_virtual_cuda(target: GpuTarget, runtime: RuntimeBuild) -> None:
     inductor_config.joint_graph_constant_folding = False
     if not inductor_config.force_shape_pad:  # forced, pad_mm pads without timing anything
         inductor_config.shape_padding = False  # pad_mm times matmuls on the device to decide
+
+
+def _keep_values_of_constants_moved_to_the_device(fake_tensor: types.ModuleType) -> None:
+    """FakeTensor keeps the value of a small tensor made from Python data (`torch.tensor(1.0)`) and
+    answers `.item()` of it. On a GPU it keeps that value when the tensor is made on the device too;
+    on a CPU build FakeTensor avoids the device and the moved tensor has no value, so `.item()` of
+    it is an unknown SymFloat. Libraries read such values while they compile: Inductor's lowering of
+    a half-precision comparison with a scalar rounds the scalar with `torch.tensor(v,
+    dtype=...).item()`, which under Helion's `torch.device("cuda")` compile context is made on the
+    device ("not a supported constant type: SymFloat" where a GPU compiles).
+
+    Here a constant's move to the virtual device keeps the value it has there, computed on the CPU
+    (a copy converts dtypes as the device does), for `.item()` only: no other op computes with it, so
+    every result stays on the device, fake. A mutating op given the tensor or a view of it forgets
+    the value, as FakeTensor forgets its own constants."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils.weak import WeakIdKeyDictionary
+
+    aten = torch.ops.aten
+    reads, moves = (aten.item.default, aten._local_scalar_dense.default), (aten._to_copy.default,)
+    values: WeakIdKeyDictionary = WeakIdKeyDictionary()  # fake tensor on the device -> its value on the CPU
+    original = fake_tensor.FakeTensorMode.dispatch
+
+    def storage(t: Any) -> Any:
+        return StorageWeakRef(t.untyped_storage())
+
+    def dispatch(self: Any, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        source = args[0] if args and isinstance(args[0], fake_tensor.FakeTensor) else None
+        if func in reads and source is not None and source in values:
+            return values[source].item()
+        if values and getattr(getattr(func, "_schema", None), "is_mutable", False):
+            written = {storage(a) for a in (*args, *kwargs.values()) if isinstance(a, fake_tensor.FakeTensor)}
+            for t in [t for t in values.keys() if storage(t) in written]:
+                del values[t]
+        out = original(self, func, types, args, kwargs)
+        if (func in moves and source is not None and source.constant is not None
+                and isinstance(out, fake_tensor.FakeTensor) and out.fake_device.type == "cuda"):
+            with fake_tensor.no_dispatch():
+                values[out] = aten._to_copy.default(source.constant, **{**kwargs, "device": torch.device("cpu")})
+        return out
+
+    fake_tensor.FakeTensorMode.dispatch = dispatch
 
 
 _config_order: "KernelConfigOrder | None" = None  # set while a job compiles on the virtual device

@@ -1,5 +1,8 @@
-"""Scaling a vector with CuTe DSL, timed with CUDA events on the current stream."""
+"""Scaling a vector with CuTe DSL, timed with CUDA events on the current stream, then launched twenty
+times from one CUDA graph. The program checks for a GPU through CUDA Python's driver API first.
+"""
 import torch
+from cuda.bindings import driver
 
 import cutlass
 import cutlass.cute as cute
@@ -23,6 +26,10 @@ def scale(mX: cute.Tensor, mY: cute.Tensor, alpha: cutlass.Float32):
 
 
 def main():
+    driver.cuInit(0)
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count < 1:
+        raise RuntimeError("this example needs a GPU")
     cutlass.cuda.initialize_cuda_context()
     n = 1 << 20
     x = torch.randn(n, device="cuda", dtype=torch.float32)
@@ -38,6 +45,13 @@ def main():
     end.synchronize()
     print(f"{start.elapsed_time(end) / 20 * 1000:.1f} us per launch")
     assert torch.allclose(y, x * 2.0)
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(20):
+            compiled(x_, y_, 2.0)
+    graph.replay()
+    cutlass.cuda.stream_sync(cutlass.cuda.default_stream())
 
 
 if __name__ == "__main__":

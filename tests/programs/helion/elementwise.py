@@ -1,8 +1,8 @@
 """
 Element-wise kernels
 ====================
-Addition with broadcasting, and a fused SiLU-and-multiply (the SwiGLU gate), each checked against
-PyTorch; the gate's forward and backward through autograd.
+Addition with broadcasting, a leaky ReLU in half precision, and a fused SiLU-and-multiply (the SwiGLU
+gate), each checked against PyTorch; the gate's forward and backward through autograd.
 """
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
     for tile in hl.tile(out.size()):
         out[tile] = x[tile] + y[tile]
+    return out
+
+
+@helion.kernel()
+def leaky_relu(x: torch.Tensor, negative_slope: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size()):
+        out[tile] = torch.where(x[tile] > 0, x[tile], x[tile] * negative_slope)
     return out
 
 
@@ -67,6 +75,7 @@ def main() -> None:
     x = torch.randn([1024, 1024], device=DEVICE, dtype=HALF_DTYPE)
     y = torch.randn([1024], device=DEVICE, dtype=HALF_DTYPE)
     run_example(add, torch.add, (x, y))
+    run_example(leaky_relu, torch.nn.functional.leaky_relu, (x, 0.01))
     a = torch.randn([2048, 1024], device=DEVICE, dtype=HALF_DTYPE, requires_grad=True)
     b = torch.randn([2048, 1024], device=DEVICE, dtype=HALF_DTYPE, requires_grad=True)
     run_example(swiglu, lambda a, b: torch.nn.functional.silu(a) * b, (a, b), bwd=True)

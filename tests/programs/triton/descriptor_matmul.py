@@ -2,12 +2,14 @@
 Matmul with tensor descriptors
 ==============================
 On Hopper, loads through host-side tensor descriptors (TMA). The descriptors are made once with a
-placeholder block shape; each autotune config's pre_hook sets the block shape it needs.
+placeholder block shape; each autotune config's pre_hook sets the block shape it needs. Benchmarked
+with do_bench, then profiled with Triton's profiler against cuBLAS.
 """
 import torch
 
 import triton
 import triton.language as tl
+import triton.profiler as proton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 DEVICE = triton.runtime.driver.active.get_active_torch_device()
@@ -73,6 +75,18 @@ if __name__ == "__main__":
     workspace = torch.empty(32 * 1024 * 1024, device="cuda", dtype=torch.uint8)
     cublas = nvidia.cublas.CublasLt(workspace)
     c_ref = torch.empty_like(c)
-    for name, fn in [("triton", lambda: matmul_tma(a, b)), ("cublas", lambda: cublas.matmul(a, b, c_ref))]:
+    providers = [("triton", lambda: matmul_tma(a, b)), ("cublas", lambda: cublas.matmul(a, b, c_ref))]
+    for name, fn in providers:
         ms = triton.testing.do_bench(fn)
         print(f"{name}: {2 * 1024 * 2048 * 512 * 1e-12 / (ms * 1e-3):.1f} TFLOPS")
+
+    # the same two under Triton's profiler, then its table of the profile
+    proton.start("matmul_tma", hook="triton")
+    for name, fn in providers:
+        for _ in range(10):
+            with proton.scope(f"{name} [M=1024, N=2048, K=512]", {"flops": 2 * 1024 * 2048 * 512}):
+                fn()
+    proton.finalize()
+    import triton.profiler.viewer as proton_viewer
+    tree, metrics = proton_viewer.parse(["time/ms", "tflop/s"], "matmul_tma.hatchet")
+    proton_viewer.print_tree(tree, metrics)
