@@ -15,6 +15,7 @@ XLA_FLAGS (with --xla_force_host_platform_device_count) must be set before this 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import json
 import os
@@ -298,12 +299,8 @@ def _lower_program(job: dict[str, Any], path: str, settings: Any) -> dict[str, A
     phase(PROGRAM_RUNNING)
     sink = user_code.CappedText(settings.output_bytes)
     t0 = time.perf_counter()
-    if capture is None:
-        with jax_variables.until_the_program_imports_jax():
-            _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
-    else:
-        with capture, jax_variables.until_the_program_imports_jax():
-            _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
+    with capture if capture is not None else contextlib.nullcontext(), jax_variables.until_the_program_imports_jax():
+        _, error = user_code.run_as_main(path, sink, lambda e: user_code.user_error(e, path, settings))
     run_ms = (time.perf_counter() - t0) * 1e3
     jax.config.update("jax_dump_ir_to", "")
     if capture is not None and capture.failure:
