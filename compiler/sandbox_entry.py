@@ -21,12 +21,11 @@ import logging
 import os
 import sys
 import tempfile
-import time
 import traceback
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
-from compiler import registry, spare_template
+from compiler import file_wait, registry, spare_template
 from compiler.errors import ErrorKind
 from compiler.model import INPUTS_DIR, JOB_FILE, OUT_DIR, SPARE_READY, JobError, JobFile, Request
 from compiler.pipeline import Bundle, JobContext, OptionError, UserError
@@ -99,11 +98,6 @@ def _restore(saved: tuple[int, int]) -> None:
     os.dup2(saved[1], 2)
 
 
-def wait_for_request(path: str, poll_s: float = 0.01) -> None:
-    while not os.path.exists(path):
-        time.sleep(poll_s)
-
-
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
     process = environment_settings(os.environ)
@@ -124,7 +118,7 @@ def main(argv: list[str]) -> int:
     elif process.spare_for:
         job_file = os.path.join(job_dir, JOB_FILE)
         prewarm(process.spare_for, scratch, process.toolchain_cache, job_dir, lambda: os.path.exists(job_file))
-        wait_for_request(job_file)
+        file_wait.wait_for_file(job_file)
     with open(os.path.join(job_dir, JOB_FILE), encoding="utf-8") as f:
         job = JobFile.from_json(json.load(f))
     request, settings = job.request, job.settings

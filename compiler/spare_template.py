@@ -55,6 +55,7 @@ import time
 import traceback
 from typing import Callable
 
+from compiler import file_wait
 from compiler.model import JOB_FILE, SLOT_EXITS, SLOT_FORKS, SLOT_GO, SLOT_LOG, TEMPLATE_SECCOMP
 
 SLOTS = "/slots"  # where the sandbox binds the template's slots (service/sandbox.SLOTS_MOUNT)
@@ -98,8 +99,12 @@ def serve(control_dir: str, carried: list[str], after_first_fork: Callable[[], N
         os.makedirs(os.path.join(control_dir, name), exist_ok=True)
     _prctl(_PR_SET_DUMPABLE, 0)  # no child may read or write the template's memory through /proc
     children: dict[int, int] = {}
+    # woken when a slot's job file is renamed into place (compiler/file_wait.py), not by a poll:
+    # an idle template then costs no CPU
+    arrivals = file_wait.Arrivals(os.path.join(SLOTS, str(slot)) for slot in pending)
+    look = True
     while pending or children:
-        for slot in list(pending):
+        for slot in list(pending) if look else ():
             if not os.path.exists(os.path.join(SLOTS, str(slot), JOB_FILE)):
                 continue
             pending.remove(slot)
@@ -129,7 +134,10 @@ def serve(control_dir: str, carried: list[str], after_first_fork: Callable[[], N
             slot = children.pop(pid, None)
             if slot is not None:
                 _publish(os.path.join(control_dir, SLOT_EXITS, str(slot)), str(_exit_code(status)))
-        time.sleep(poll_s)
+        # while jobs run, reap each as it ends (every poll_s); idle, sleep until a job file arrives
+        # (and look again every RECHECK_S all the same)
+        look = arrivals.wait(poll_s if children else file_wait.RECHECK_S) or not children
+    arrivals.close()
     return False
 
 

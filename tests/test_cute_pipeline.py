@@ -228,6 +228,30 @@ def test_a_cute_error_names_the_users_line(jobs):
     assert job.error["message"].startswith(f"line {line}: ") and "\x1b[" not in job.error["message"]
 
 
+
+def test_an_assertion_that_a_run_would_decide_says_so_on_a_virtual_target(tmp_path):
+    """CUTLASS's cooperative-launch tutorial asserts that a launch too large failed: on a virtual
+    target no launch runs, so the assertion fails. Still the user's error, at their line, and the
+    message says why it could not hold here; on a GPU, the plain error."""
+    import types
+
+    from compiler.cute.pipeline import CutePipeline
+    from compiler.model import JobSettings
+    path = str(tmp_path / SOURCE_FILE)
+    with open(path, "w") as f:
+        f.write("expectedly_failed = False\nassert expectedly_failed\n")
+    try:
+        exec(compile(open(path).read(), path, "exec"), {})
+    except AssertionError as e:
+        raised = e
+    ctx = types.SimpleNamespace(settings=JobSettings())
+    virtual = CutePipeline()._error(raised, path, False, ctx).error
+    assert virtual.kind.value == "UserCodeError" and virtual.line == 2, virtual
+    assert virtual.message.startswith("line 2: AssertionError") and "cannot hold" in virtual.message, virtual
+    on_a_gpu = CutePipeline()._error(raised, path, True, ctx).error
+    assert on_a_gpu.message == "line 2: AssertionError", on_a_gpu
+
+
 if __name__ == "__main__":
     # child process: triples of (target, source file, output directory), each job in a process of its own
     argv = sys.argv[1:]

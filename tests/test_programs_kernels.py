@@ -107,10 +107,11 @@ PROGRAMS: dict[str, Expect] = {
     "cute/elementwise_add.py": Expect(("naive_add",), (
         ("torch.testing.assert_close(c, a + b)", "torch.testing.assert_close: " + NOT_COMPARED),
         ("avg_us = testing.benchmark(compiled", "cutlass.cute.testing.benchmark: " + NOT_TIMED))),
-    "cute/scale_events.py": Expect(("scale",), (
+    "cute/scale_events.py": Expect(("scale", "scale_signalled"), (
         ('print(f"{start.elapsed_time(end)', "torch.cuda.Event.elapsed_time: " + EVENT_NOT_TIMED),
         ("assert torch.allclose(y, x * 2.0)", "torch.allclose: " + NOT_COMPARED),
-        ("graph.replay()", "torch.cuda.CUDAGraph.replay: " + GRAPH_NOT_REPLAYED))),
+        ("graph.replay()", "torch.cuda.CUDAGraph.replay: " + GRAPH_NOT_REPLAYED),
+        ("torch.testing.assert_close(y, x * 3.0)", "torch.testing.assert_close: " + NOT_COMPARED))),
     "cute/relu_item.py": Expect(("relu",), stopped_at="zeros = int((y == 0).sum().item())"),
     # no kernel at all: two host functions (test_a_cute_function_without_a_kernel_...)
     "cute/layouts_on_the_host.py": Expect(()),
@@ -121,6 +122,9 @@ PROGRAMS: dict[str, Expect] = {
                                                                   "NVIDIA H100 80GB HBM3's published SM count"),
         ("max_active_clusters = hardware_info.get_max_active_clusters(1)",
          "cutlass.utils.HardwareInfo.get_max_active_clusters: 132: estimated, no driver to ask"),
+        ("word = checkCudaErrors(cudart.cudaMalloc(4))", "cuda.bindings.runtime.cudaMalloc: 0x7e0000000000: an "
+                                                         "address of the virtual GPU for 4 bytes, given by no driver"),
+        ("checkCudaErrors(cudart.cudaMemset(word, 0, 4))", "cuda.bindings.runtime.cudaMemset: not written"),
         ("torch.testing.assert_close(y, x * alpha)", "torch.testing.assert_close: " + NOT_COMPARED))),
     # cute.testing.autotune_jit: each block size compiled for each shape it was called with
     "cute/scale_autotune_jit.py": Expect(("scale",), (

@@ -173,6 +173,10 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
                                      message):
             message += ("\n(on a virtual target tensors are fake: shapes and dtypes only, no values; nothing "
                         "runs. Functions compiled before this line are shown.)")
+        elif not execute and isinstance(exc, AssertionError):
+            message += ("\n(on a virtual target nothing runs, so a check of what a run did (a value a kernel "
+                        "wrote, an error a launch raised) cannot hold. Functions compiled before this line are "
+                        "shown.)")
         # CuTe's own compile errors are DSL...Error; its DSLCudaRuntimeError is a CUDA call that failed as it ran
         compile_error = "DSL" in type(exc).__name__ and "Cuda" not in type(exc).__name__
         return UserError(ErrorKind.CompileError if compile_error else error.error.kind,

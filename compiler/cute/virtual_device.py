@@ -6,6 +6,11 @@ target, which has no driver and no device:
   there is nothing to wait for;
 - CUDA Python's `cuInit` and `cuDeviceGetCount` (`cuda.bindings.driver`, how CUTLASS's Blackwell
   tutorials check for a GPU before they start): initialized, one device, as `torch.cuda` answers;
+- CUDA Python's runtime memory calls (`cuda.bindings.runtime`: `cudaMalloc`, `cudaMemset`,
+  `cudaFree`, `cudaDeviceSynchronize`; CUTLASS's cooperative-launch tutorial allocates its grid
+  barrier so): `cudaMalloc` gives an address of its own on the virtual GPU that no driver gave
+  (aligned, each allocation apart from the others), so a pointer made from it compiles as one in
+  global memory; nothing is allocated, written or read there, and the notice says so;
 - `cutlass.utils.HardwareInfo` (CUTLASS's persistent GEMMs size their grid, often a compile-time
   constant, with `get_max_active_clusters(cluster_size)`): the SM count and L2 size are the
   target's published figures (compiler/targets); the most clusters resident at once is estimated
@@ -30,7 +35,7 @@ def answered(target: GpuTarget, checks: Any) -> Iterator[None]:
     import cutlass.cuda
     import cutlass.utils
     import cutlass.utils.hardware_info as hardware_info
-    from cuda.bindings import driver
+    from cuda.bindings import driver, runtime
     info = _hardware_info_class(target, checks)
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(cutlass.cuda, "initialize_cuda_context", lambda *args, **kwargs: None))
@@ -38,9 +43,38 @@ def answered(target: GpuTarget, checks: Any) -> Iterator[None]:
         success = driver.CUresult.CUDA_SUCCESS
         stack.enter_context(mock.patch.object(driver, "cuInit", lambda flags: (success,)))
         stack.enter_context(mock.patch.object(driver, "cuDeviceGetCount", lambda: (success, 1)))
+        for name, answer in _runtime_memory(checks).items():
+            stack.enter_context(mock.patch.object(runtime, name, answer))
         stack.enter_context(mock.patch.object(cutlass.utils, "HardwareInfo", info))
         stack.enter_context(mock.patch.object(hardware_info, "HardwareInfo", info))
         yield
+
+
+# Where the virtual GPU's addresses begin: in no range a host allocation of this process uses.
+_VIRTUAL_ADDRESS_BASE = 0x7E00_0000_0000
+_ALIGNMENT = 256  # what cudaMalloc guarantees
+
+
+def _runtime_memory(checks: Any) -> dict[str, Any]:
+    """`cuda.bindings.runtime`'s memory calls on the virtual GPU (module docstring)."""
+    from cuda.bindings import runtime
+    success = runtime.cudaError_t.cudaSuccess
+    end = [_VIRTUAL_ADDRESS_BASE]
+
+    def malloc(size: int) -> tuple[Any, int]:
+        address = end[0]
+        end[0] += max(_ALIGNMENT, -(-int(size) // _ALIGNMENT) * _ALIGNMENT)
+        checks.note("cuda.bindings.runtime.cudaMalloc",
+                    f"{address:#x}: an address of the virtual GPU for {int(size)} bytes, given by no driver; "
+                    "nothing is allocated, written or read there")
+        return success, address
+
+    def memset(address: Any, value: int, count: int) -> tuple[Any]:
+        checks.note("cuda.bindings.runtime.cudaMemset", "not written: nothing is stored on the virtual GPU")
+        return (success,)
+
+    return {"cudaMalloc": malloc, "cudaMemset": memset, "cudaFree": lambda address: (success,),
+            "cudaDeviceSynchronize": lambda: (success,)}
 
 
 def _hardware_info_class(target: GpuTarget, checks: Any) -> type:

@@ -22,7 +22,8 @@ While such a program runs on a virtual target:
   call each config once and keep the first that compiled (no time can choose);
 - a vendor library's call (cuBLAS through Triton's `nvidia.cublas.CublasLt`, the tutorials'
   baseline) runs nothing and says so;
-- a `torch.cuda.Event` records nothing; `elapsed_time` is NaN, saying "not timed";
+- a `torch.cuda.Event` records nothing; `elapsed_time` is NaN, saying "not timed"; its raw handle
+  (`cuda_event`), made when it is first recorded, is a number no driver knows;
 - a CUDA graph (`torch.cuda.CUDAGraph`, captured in `torch.cuda.graph(...)`) captures nothing: the
   calls made in the capture are compiled as any other; `replay()` runs nothing and says so;
 - Triton's profiler (proton) starts no session, saying "not profiled": its scopes are plain calls,
@@ -322,15 +323,22 @@ class VirtualChecks:
     def _event_class(self) -> type:
         checks = self
 
+        handles = iter(range(1, sys.maxsize))
+
         class VirtualEvent:
-            """`torch.cuda.Event` on a virtual GPU: nothing ran between two of them."""
+            """`torch.cuda.Event` on a virtual GPU: nothing ran between two of them. Its raw handle
+            (`cuda_event`) is 0 until it is first recorded, as PyTorch makes the CUDA event then;
+            after that, a number of its own that no driver knows (a launch that names it as an
+            attribute, CuTe DSL's launch-completion event, is recorded, not run)."""
 
             def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
                          **kwargs: Any):
                 self.enable_timing = enable_timing
+                self.cuda_event = 0
 
             def record(self, stream: Any = None) -> None:
-                pass
+                if not self.cuda_event:
+                    self.cuda_event = next(handles)
 
             def wait(self, stream: Any = None) -> None:
                 pass

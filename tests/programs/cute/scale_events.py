@@ -1,8 +1,10 @@
 """Scaling a vector with CuTe DSL, timed with CUDA events on the current stream, then launched twenty
-times from one CUDA graph. The program checks for a GPU through CUDA Python's driver API first.
+times from one CUDA graph, and once more on a stream of its own with a launch-completion event (the
+raw CUDA event of a torch.cuda.Event) that the next launch waits for. The program checks for a GPU
+through CUDA Python's driver API first.
 """
 import torch
-from cuda.bindings import driver
+from cuda.bindings import driver, runtime
 
 import cutlass
 import cutlass.cute as cute
@@ -23,6 +25,15 @@ def scale(mX: cute.Tensor, mY: cute.Tensor, alpha: cutlass.Float32):
     threads = 128
     n = cute.size(mX)
     scale_kernel(mX, mY, alpha).launch(grid=(n // threads, 1, 1), block=(threads, 1, 1))
+
+
+@cute.jit
+def scale_signalled(mX: cute.Tensor, mY: cute.Tensor, alpha: cutlass.Float32, stream: runtime.cudaStream_t,
+                    started: runtime.cudaEvent_t):
+    threads = 256
+    n = cute.size(mX)
+    scale_kernel(mX, mY, alpha).launch(grid=(n // threads, 1, 1), block=(threads, 1, 1), stream=stream,
+                                       launch_completion_event=started)
 
 
 def main():
@@ -52,6 +63,15 @@ def main():
             compiled(x_, y_, 2.0)
     graph.replay()
     cutlass.cuda.stream_sync(cutlass.cuda.default_stream())
+
+    side = torch.cuda.Stream()
+    started = torch.cuda.Event(enable_timing=False)
+    started.record(side)  # PyTorch makes the CUDA event when it is first recorded
+    assert started.cuda_event != 0, "torch.cuda.Event was not created"
+    with torch.cuda.stream(side):
+        scale_signalled(x_, y_, 3.0, runtime.cudaStream_t(side.cuda_stream), runtime.cudaEvent_t(started.cuda_event))
+    started.synchronize()
+    torch.testing.assert_close(y, x * 3.0)
 
 
 if __name__ == "__main__":
