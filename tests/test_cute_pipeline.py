@@ -237,18 +237,17 @@ def test_an_assertion_that_a_run_would_decide_says_so_on_a_virtual_target(tmp_pa
 
     from compiler.cute.pipeline import CutePipeline
     from compiler.model import JobSettings
+    source = "expectedly_failed = False\nassert expectedly_failed\n"
     path = str(tmp_path / SOURCE_FILE)
     with open(path, "w") as f:
-        f.write("expectedly_failed = False\nassert expectedly_failed\n")
-    try:
-        exec(compile(open(path).read(), path, "exec"), {})
-    except AssertionError as e:
-        raised = e
+        f.write(source)
+    with pytest.raises(AssertionError) as raised:
+        exec(compile(source, path, "exec"), {})
     ctx = types.SimpleNamespace(settings=JobSettings())
-    virtual = CutePipeline()._error(raised, path, False, ctx).error
+    virtual = CutePipeline()._error(raised.value, path, False, ctx).error
     assert virtual.kind.value == "UserCodeError" and virtual.line == 2, virtual
     assert virtual.message.startswith("line 2: AssertionError") and "cannot hold" in virtual.message, virtual
-    on_a_gpu = CutePipeline()._error(raised, path, True, ctx).error
+    on_a_gpu = CutePipeline()._error(raised.value, path, True, ctx).error
     assert on_a_gpu.message == "line 2: AssertionError", on_a_gpu
 
 
