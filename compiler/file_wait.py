@@ -51,10 +51,7 @@ class Arrivals:
         if self.fd < 0:
             time.sleep(min(timeout_s, POLL_S))
             return True
-        try:
-            ready, _, _ = select.select([self.fd], [], [], timeout_s)
-        except InterruptedError:
-            return True
+        ready, _, _ = select.select([self.fd], [], [], timeout_s)  # (a signal does not cut it short: PEP 475)
         if not ready:
             return False
         while True:  # drain: the caller looks at the directories itself

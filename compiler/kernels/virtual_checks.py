@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import itertools
 import math
 import sys
 from typing import Any, Callable, Iterator
@@ -322,8 +323,7 @@ class VirtualChecks:
 
     def _event_class(self) -> type:
         checks = self
-
-        handles = iter(range(1, sys.maxsize))
+        handles = itertools.count(1)
 
         class VirtualEvent:
             """`torch.cuda.Event` on a virtual GPU: nothing ran between two of them. Its raw handle
