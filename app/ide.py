@@ -403,8 +403,14 @@ def stage_pane(job_id: str, key: str):
     if pages:
         meta["first_line"] = pages["first"]
     body = viewers.render(stage.format, text, meta) if text or stage.size else _empty_stage(stage.key)
-    siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
-    return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=None,
+    return _artifact(job, stage, body, diff_with=None, pages=pages)
+
+
+def _artifact(job, stage, body: str, diff_with: str | None, pages: dict | None):
+    """The pane of one stage of `job` (or of its diff with stage `diff_with`): `body` drawn by its
+    viewer, the stages of its group and format to compare it with, its explanation and source map."""
+    siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != stage.key]
+    return render_template("_artifact.html", job_id=job.id, stage=stage, body=body, diff_with=diff_with,
                            siblings=siblings,
                            explanation=explanation_for(stage.key, job.request.language, stage.meta),
                            source_map_json=json.dumps(stage.source_map), pages=pages)
@@ -432,12 +438,7 @@ def _diff_pane(job_id: str, key: str, other: str):
     if body is None:
         before, after = svc.store.stage_text(job_id, against.key)[1], svc.store.stage_text(job_id, stage.key)[1]
         body = diffs().render(("stage", job_id, against.key, stage.key), before, after, against.key, stage.key)
-    job = svc.store.get_job(job_id)
-    siblings = [s.key for s in job.stages if s.group == stage.group and s.format == stage.format and s.key != key]
-    return render_template("_artifact.html", job_id=job_id, stage=stage, body=body, diff_with=other,
-                           siblings=siblings,
-                           explanation=explanation_for(stage.key, job.request.language, stage.meta),
-                           source_map_json=json.dumps(stage.source_map), pages=None)
+    return _artifact(svc.store.get_job(job_id), stage, body, diff_with=other, pages=None)
 
 
 def _is_code(fmt: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 import torch
@@ -356,7 +357,14 @@ class Jobs:
 def jobs(tmp_path_factory, pytorch_toolchain_cache):
     data = tmp_path_factory.mktemp("real-models") / "var"
     seed_toolchain_cache(pytorch_toolchain_cache, str(data))
-    app = make_app(data.parent, workers=2, warm_toolchain_cache=True, wall_time_limit_s=900)
+    # as `irscope serve` starts: the host's jobs are forked from a warm PyTorch template, each held by
+    # the job's own limits (tests/test_security.py), instead of importing torch one by one
+    app = make_app(data.parent, workers=2, warm_toolchain_cache=True, wall_time_limit_s=900, spare_workers=1)
+    spares = app.extensions["irscope"].runner.spares
+    deadline = time.monotonic() + 600  # the template's import and warm-up, bounded
+    while time.monotonic() < deadline and not spares.ready("pytorch"):
+        time.sleep(0.2)
+    assert spares.ready("pytorch"), spares.report()
     client = app.test_client()
     ids = {}
     for name, (source, options) in JOBS.items():
