@@ -50,6 +50,21 @@ def program_output_meta(output: str, target: str, executed: bool) -> dict:
     return meta
 
 
+def compiled_nothing(what: str, output: str, target: str) -> str:
+    """The message of a kernel program that ran to its end and compiled nothing: `what` (how its
+    kernels compile), then, where it printed something, its last line. A published program often
+    checks the GPU first and skips its kernels where they cannot run ("This example requires GPU
+    support for block scaled matmul"): that check saw `target`."""
+    last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+    if not last:
+        return what
+    if len(last) > 200:
+        last = last[:200] + "…"
+    return (f"{what}.\n\nThe program ran to its end; the last line it printed: {last!r}. Where it checks the GPU "
+            f"it runs on before it compiles, it saw {target}: a target its kernels need is chosen with the "
+            f"target option.")
+
+
 class CappedText(io.TextIOBase):
     """A text sink that keeps the first `limit` characters and counts the rest."""
 

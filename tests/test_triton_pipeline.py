@@ -286,6 +286,31 @@ def scale_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out[tm, tn] = 2.0 * a[tm, tn] + b[tm, tn]
     return out
 '''
+# A published program's habit: it checks the GPU before it compiles, and says why it skips its kernel.
+GPU_CHECKED = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def doubled_copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def on_blackwell():
+    major, _ = torch.cuda.get_device_capability()
+    return major >= 10
+
+
+if __name__ == "__main__":
+    if not on_blackwell():
+        print("This kernel needs a Blackwell GPU (compute capability 10.0)")
+    else:
+        x = torch.randn(4096, device="cuda")
+        y = torch.empty_like(x)
+        doubled_copy[(4,)](x, y, x.numel(), BLOCK=1024)
+'''
 
 SOURCE_FILE = "kernels.py"
 
@@ -327,6 +352,7 @@ def _plan(base: str) -> list[tuple[str, str, str]]:
     plan.append(("cuda:sm_90", TUTORIAL_ADD, os.path.join(base, "tutorial_add")))
     plan.append(("cuda:sm_90", HELION_RUN_EXAMPLE, os.path.join(base, "helion_run_example")))
     plan.append(("cuda:sm_90", HELION_NOT_CALLED, os.path.join(base, "helion_not_called")))
+    plan.append(("cuda:sm_90", GPU_CHECKED, os.path.join(base, "gpu_checked")))
     return plan
 
 
@@ -352,7 +378,7 @@ def jobs(request, tmp_path_factory) -> dict[str, Job]:
     directories = {os.path.basename(out): out for _, _, out in plan}
     for name in ("reads_values", "compile_error", "wgmma_on_sm80", "spills", "gluon", "gluon_layout_error", "helion",
                  "helion_wrong_shapes", "helion_configs", "helion_reductions", "tutorial_add", "helion_run_example",
-                 "helion_not_called"):
+                 "helion_not_called", "gpu_checked"):
         result[name] = Job(directories[name])
     result["cuda:sm_100"] = Job(directories["sm_100"])
     return result
@@ -753,6 +779,26 @@ def test_a_helion_file_that_calls_no_kernel_is_told_how_helion_compiles(jobs):
     stages = [SimpleNamespace(key=k, group=s["group"], size=s["size"], format=s["format"])
               for k, s in job.stages.items()]
     assert stage_to_open(SimpleNamespace(finished=True, status="failed", stages=stages)) == ""
+
+
+def test_a_program_that_checks_its_gpu_and_compiles_nothing_is_told_what_it_printed_and_saw(jobs):
+    """Triton's block-scaled matmul tutorial prints that it needs a Blackwell GPU and compiles
+    nothing on an H100: the job says so with the line the program printed and the target its check
+    saw, instead of only Triton's kernel[grid] advice."""
+    error = jobs["gpu_checked"].error
+    assert error["kind"] == "InputError" and error["line"] is None, error
+    assert error["message"].startswith("the program compiled no Triton kernel: launch one with kernel[grid](...)")
+    assert "the last line it printed: 'This kernel needs a Blackwell GPU (compute capability 10.0)'" in error["message"]
+    assert "it saw cuda:sm_90" in error["message"]
+    assert "needs a Blackwell GPU" in jobs["gpu_checked"].text("run.stdout")
+
+
+def test_a_program_that_printed_nothing_is_told_only_how_its_kernels_compile():
+    from compiler.user_code import compiled_nothing
+    assert compiled_nothing("the program compiled no Gluon kernel", " \n\n", "cuda:sm_90") == \
+        "the program compiled no Gluon kernel"
+    long = compiled_nothing("no kernel", "first\n" + "x" * 500 + "\n\n", "cuda:sm_100")
+    assert "'" + "x" * 200 + "…'" in long and "first" not in long and "it saw cuda:sm_100" in long
 
 
 def test_helion_configs_sampled_from_the_space_are_compiled_beside_the_chosen_one(jobs):

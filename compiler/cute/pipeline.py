@@ -157,8 +157,9 @@ class CutePipeline(VirtualDeviceCache, Pipeline):
         if error is not None:
             raise error
         if not compiled:
-            raise UserError(ErrorKind.InputError, "the program compiled no CuTe function: compile one with "
-                                                  "cute.compile(fn, *args) or call a @cute.jit function", None)
+            raise UserError(ErrorKind.InputError, user_code.compiled_nothing(
+                "the program compiled no CuTe function: compile one with cute.compile(fn, *args) or call a "
+                "@cute.jit function", sink.getvalue(), target.name), None)
 
     def _error(self, exc: BaseException, path: str, execute: bool, ctx: JobContext) -> UserError:
         """CuTe's own errors name the user's line (`--> kernels.py:14:9`) in their text; its colours go."""

@@ -180,7 +180,7 @@ class TritonProgramPipeline(VirtualDeviceCache, Pipeline):
         if error is not None:
             raise error
         if not capture.ordered():
-            raise UserError(ErrorKind.InputError, self.no_kernel, None)
+            raise UserError(ErrorKind.InputError, user_code.compiled_nothing(self.no_kernel, output, target.name), None)
         del namespace
 
     def _error(self, exc: BaseException, path: str, execute: bool, ctx: JobContext) -> UserError:
