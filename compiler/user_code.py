@@ -53,8 +53,8 @@ def program_output_meta(output: str, target: str, executed: bool) -> dict:
 def compiled_nothing(what: str, output: str, target: str) -> str:
     """The message of a kernel program that ran to its end and compiled nothing: `what` (how its
     kernels compile), then, where it printed something, its last line. A published program often
-    checks the GPU first and skips its kernels where they cannot run ("This example requires GPU
-    support for block scaled matmul"): that check saw `target`."""
+    checks the GPU first, prints why, and skips its kernels where they cannot run: that check saw
+    `target`."""
     last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
     if not last:
         return what
