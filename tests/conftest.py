@@ -74,6 +74,15 @@ def client(app):
     return app.test_client()
 
 
+def wait_spares_ready(spares, *keys: str, timeout: float = 600) -> None:
+    """Wait, bounded, until a spare of each key is ready (a spare's or template's import and
+    warm-up); one that is not by then fails with the spares' report."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(spares.ready(key) for key in keys):
+        time.sleep(0.2)
+    assert all(spares.ready(key) for key in keys), spares.report()
+
+
 def wait_job(client, job_id: str, timeout: float = 300) -> dict:
     """Poll GET /api/jobs/<id> until the job is done or failed; return its JSON."""
     deadline = time.monotonic() + timeout

@@ -23,7 +23,7 @@ from torch.testing import FileCheck
 
 from compiler.pytorch import toolchain_cache
 from service.spare_templates import ForkedJob
-from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
+from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job, wait_spares_ready
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 
@@ -432,9 +432,7 @@ def compiled(tmp_path_factory, pytorch_toolchain_cache):
     seed_toolchain_cache(pytorch_toolchain_cache, str(data))
     app = make_app(data.parent, workers=2, spare_workers=1, warm_toolchain_cache=True)
     spares = app.extensions["irscope"].runner.spares
-    deadline = time.monotonic() + 600  # wait for a condition, with a bound: the spare's import and warm-up
-    while time.monotonic() < deadline and not (spares.ready("pytorch") and spares.ready("pytorch@cuda:sm_90")):
-        time.sleep(0.2)
+    wait_spares_ready(spares, "pytorch", "pytorch@cuda:sm_90")
     spare = spares.waiting("pytorch")[0]
     assert isinstance(spare, ForkedJob), "a PyTorch spare with bubblewrap is a template's slot"
     assert spares.ready("pytorch") and _has_torch_loaded(spare.template.proc.proc.pid), \

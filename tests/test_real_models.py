@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 
 import pytest
 import torch
 from torch.testing import FileCheck
 
-from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
+from tests.conftest import make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job, wait_spares_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -360,11 +359,7 @@ def jobs(tmp_path_factory, pytorch_toolchain_cache):
     # as `irscope serve` starts: the host's jobs are forked from a warm PyTorch template, each held by
     # the job's own limits (tests/test_security.py), instead of importing torch one by one
     app = make_app(data.parent, workers=2, warm_toolchain_cache=True, wall_time_limit_s=900, spare_workers=1)
-    spares = app.extensions["irscope"].runner.spares
-    deadline = time.monotonic() + 600  # the template's import and warm-up, bounded
-    while time.monotonic() < deadline and not spares.ready("pytorch"):
-        time.sleep(0.2)
-    assert spares.ready("pytorch"), spares.report()
+    wait_spares_ready(app.extensions["irscope"].runner.spares, "pytorch")
     client = app.test_client()
     ids = {}
     for name, (source, options) in JOBS.items():

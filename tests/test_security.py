@@ -18,7 +18,15 @@ from urllib.parse import quote
 import pytest
 
 from testbed.real_servers import ROOT
-from tests.conftest import compile_and_wait, make_app, needs_bwrap, seed_toolchain_cache, stage_text, wait_job
+from tests.conftest import (
+    compile_and_wait,
+    make_app,
+    needs_bwrap,
+    seed_toolchain_cache,
+    stage_text,
+    wait_job,
+    wait_spares_ready,
+)
 
 PAYLOAD = "\"'><img src=x onerror=alert('xss')><script>alert('xss')</script>"
 
@@ -919,10 +927,7 @@ def test_a_job_forked_from_a_spare_template_is_held_by_the_jobs_limits(tmp_path,
     app = make_app(tmp_path, languages="pytorch", spare_workers=1, wall_time_limit_s=15, job_memory_mb=1024)
     try:
         spares = app.extensions["irscope"].runner.spares
-        deadline = time.monotonic() + 300  # bounded wait for the template's import and warm-up
-        while time.monotonic() < deadline and not spares.ready("pytorch"):
-            time.sleep(0.2)
-        assert spares.ready("pytorch"), spares.report()
+        wait_spares_ready(spares, "pytorch", timeout=300)
         tail = "\nmodel = torch.nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2),)\n"
         client = app.test_client()
         ids = [client.post("/api/compile", json={"language": "pytorch", "source": source + tail}).get_json()["job"]

@@ -286,6 +286,7 @@ def scale_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out[tm, tn] = 2.0 * a[tm, tn] + b[tm, tn]
     return out
 '''
+
 # A published program's habit: it checks the GPU before it compiles, and says why it skips its kernel.
 GPU_CHECKED = '''import torch
 import triton
