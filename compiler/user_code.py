@@ -60,7 +60,8 @@ def compiled_nothing(what: str, output: str, target: str) -> str:
         return what
     if len(last) > 200:
         last = last[:200] + "…"
-    return (f"{what}.\n\nThe program ran to its end; the last line it printed: {last!r}. Where it checks the GPU "
+    # one line: the page shows a message's first line and folds the rest (templates/_job_error.html)
+    return (f"{what}. The program ran to its end; the last line it printed: {last!r}. Where it checks the GPU "
             f"it runs on before it compiles, it saw {target}: a target its kernels need is chosen with the "
             f"target option.")
 
